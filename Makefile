@@ -1,0 +1,38 @@
+# The two commands a user needs are `make lab` and `make test` (see README.md).
+# Both create .venv with the pinned dependencies on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# LAB_ARGS: extra flags for JupyterLab; NO_BROWSER=1 keeps it from opening a browser.
+LAB_ARGS ?=
+ifneq ($(strip $(NO_BROWSER)),)
+LAB_ARGS += --no-browser
+endif
+# PYTEST_ARGS: extra flags for the test run, e.g. PYTEST_ARGS="-k roofline".
+PYTEST_ARGS ?=
+
+.PHONY: lab test venv clean help
+
+help:
+	@echo "make lab    open JupyterLab on the course (NO_BROWSER=1 to only print the URL)"
+	@echo "make test   run the whole test suite"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "roofkit needs Python 3.11 or newer; this is " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. $(LAB_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
