@@ -1,0 +1,231 @@
+"""The accelerator catalog: sourced peaks, bandwidth and memory, looked up by name.
+
+    >>> from roofkit import hardware
+    >>> h100 = hardware.get("H100")
+    >>> h100.peak("bf16")
+    989000000000000.0
+    >>> round(h100.ridge("bf16"), 1)
+    295.2
+
+The figures live in ``data/hardware.toml`` with a source on every number; this
+module only reads them. Names are case-insensitive and ignore spaces, dashes
+and underscores, so ``"H100 SXM5"``, ``"h100-sxm"`` and ``"h100"`` are one
+accelerator. Add your own with :func:`register` (a dict, or a TOML file in the
+catalog's format): a laptop, or a profile saved by ``roofkit measure``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import dtypes
+from .errors import InvalidValue, UnknownHardware, UnsupportedPrecision
+from .units import positive
+
+__all__ = ["Accelerator", "get", "catalog", "names", "register", "load_file"]
+
+# field name in the TOML -> (attribute, multiplier to SI)
+_SCALED = {
+    "bandwidth_tb_s": ("bandwidth", 1e12),
+    "memory_gb": ("memory_bytes", 1e9),
+    "memory_gib": ("memory_bytes", 2**30),
+    "l2_mb": ("l2_bytes", 1e6),
+}
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator. All figures in SI units: FLOP/s, bytes/s, bytes.
+
+    ``peak_flops`` maps a canonical precision (see :mod:`roofkit.dtypes`) to the
+    DENSE peak in FLOP/s (OP/s for int8). ``sources`` maps every figure's field
+    name (``"bandwidth"``, ``"peak.bf16"``, ...) to where it comes from.
+    """
+
+    key: str
+    name: str
+    vendor: str
+    peak_flops: dict[str, float]
+    bandwidth: float
+    memory_bytes: float | None = None
+    l2_bytes: float | None = None
+    compute_units: int | None = None
+    compute_unit_name: str = "SM"
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s in ``precision``; UnsupportedPrecision if the chip lacks it."""
+        key = dtypes.canonical(precision)
+        if key not in self.peak_flops:
+            raise UnsupportedPrecision(self.name, key, self.peak_flops)
+        return self.peak_flops[key]
+
+    def ridge(self, precision: str) -> float:
+        """The ridge point (FLOP/byte) in ``precision``: peak / bandwidth."""
+        from .roofline import ridge_point
+
+        return ridge_point(self.peak(precision), self.bandwidth)
+
+    @property
+    def precisions(self) -> list[str]:
+        return list(self.peak_flops)
+
+    def source(self, figure: str) -> str:
+        """Where ``figure`` ('bandwidth', 'peak.bf16', 'memory_bytes', ...) comes from."""
+        return self.sources.get(figure, self.sources.get("*", "unknown"))
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "vendor": self.vendor,
+            "aliases": list(self.aliases),
+            "bandwidth_bytes_per_s": self.bandwidth,
+            "peak_flops": dict(self.peak_flops),
+            "ridge": {p: self.ridge(p) for p in self.peak_flops},
+            "memory_bytes": self.memory_bytes,
+            "l2_bytes": self.l2_bytes,
+            "compute_units": self.compute_units,
+            "compute_unit_name": self.compute_unit_name,
+            "sources": dict(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.lower())
+
+
+def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
+    """Build an Accelerator from one TOML table, resolving source ids to citations."""
+    where = f"accelerator {key!r}"
+    known = {"name", "vendor", "aliases", "source", "sources", "peak_tflops", "notes",
+             "compute_units", "compute_unit_name", *_SCALED}
+    unknown = set(table) - known
+    if unknown:
+        raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
+    if "peak_tflops" not in table or not table["peak_tflops"]:
+        raise InvalidValue(f"{where}: needs peak_tflops, e.g. {{ bf16 = 989 }}.")
+    if "bandwidth_tb_s" not in table:
+        raise InvalidValue(f"{where}: needs bandwidth_tb_s (memory bandwidth in TB/s).")
+
+    def cite(source_id: str) -> str:
+        return sources.get(source_id, source_id)
+
+    default = table.get("source")
+    if default is None:
+        raise InvalidValue(f"{where}: needs a source (every figure must say where it comes from).")
+    cited = {"*": cite(default)}
+    values: dict[str, float] = {}
+    for field_name, (attr, scale) in _SCALED.items():
+        if field_name in table:
+            values[attr] = positive(table[field_name], f"{where}: {field_name}") * scale
+    peaks = {}
+    for precision, tflops in table["peak_tflops"].items():
+        canonical = dtypes.canonical(precision)
+        peaks[canonical] = positive(tflops, f"{where}: peak_tflops.{precision}") * 1e12
+    for figure in ["bandwidth", "memory_bytes", "l2_bytes", "compute_units", *(f"peak.{p}" for p in peaks)]:
+        cited[figure] = cite(default)
+    for figure, source_id in table.get("sources", {}).items():
+        attr = _SCALED.get(figure, (figure, 1))[0]
+        cited[attr] = cite(source_id)
+    units = table.get("compute_units")
+    return Accelerator(
+        key=key,
+        name=table.get("name", key),
+        vendor=table.get("vendor", "unknown"),
+        peak_flops=peaks,
+        bandwidth=values["bandwidth"],
+        memory_bytes=values.get("memory_bytes"),
+        l2_bytes=values.get("l2_bytes"),
+        compute_units=int(positive(units, f"{where}: compute_units")) if units is not None else None,
+        compute_unit_name=table.get("compute_unit_name", "SM"),
+        aliases=tuple(table.get("aliases", ())),
+        sources=cited,
+        notes=tuple(table.get("notes", ())),
+    )
+
+
+_catalog: dict[str, Accelerator] | None = None
+_index: dict[str, str] = {}
+
+
+def _parse(document: dict) -> list[Accelerator]:
+    sources = document.get("sources", {})
+    return [_from_table(k, v, sources) for k, v in document.items() if k != "sources"]
+
+
+def _load() -> dict[str, Accelerator]:
+    global _catalog
+    if _catalog is None:
+        text = resources.files("roofkit").joinpath("data/hardware.toml").read_text(encoding="utf-8")
+        _catalog = {}
+        for accelerator in _parse(tomllib.loads(text)):
+            _add(accelerator)
+    return _catalog
+
+
+def _add(accelerator: Accelerator) -> Accelerator:
+    assert _catalog is not None
+    _catalog[accelerator.key] = accelerator
+    for alias in (accelerator.key, accelerator.name, *accelerator.aliases):
+        _index[_norm(alias)] = accelerator.key
+    return accelerator
+
+
+def get(name: str | Accelerator) -> Accelerator:
+    """The accelerator called ``name`` (or an alias); UnknownHardware lists the closest names."""
+    if isinstance(name, Accelerator):
+        return name
+    catalog_ = _load()
+    if isinstance(name, str) and _norm(name) in _index:
+        return catalog_[_index[_norm(name)]]
+    spellings = {alias: _index[_norm(alias)] for a in catalog_.values() for alias in (a.name, *a.aliases)}
+    raise UnknownHardware(name, catalog_, spellings)
+
+
+def catalog() -> list[Accelerator]:
+    """Every accelerator, in catalog order (built-ins first, then registered ones)."""
+    return list(_load().values())
+
+
+def names() -> list[str]:
+    return list(_load())
+
+
+def register(entry: dict | Accelerator, key: str | None = None) -> Accelerator:
+    """Add an accelerator: an Accelerator, or a dict in the catalog's TOML format.
+
+    >>> laptop = register({"name": "My laptop", "source": "measured",
+    ...                    "peak_tflops": {"fp32": 0.5}, "bandwidth_tb_s": 0.05}, key="laptop")
+    >>> round(get("laptop").ridge("fp32"), 1)
+    10.0
+    """
+    _load()
+    if isinstance(entry, Accelerator):
+        return _add(entry)
+    if not isinstance(entry, dict):
+        raise InvalidValue(f"register() takes an Accelerator or a dict; got {type(entry).__name__}.")
+    key = key or _norm(entry.get("name", "")) or None
+    if not key:
+        raise InvalidValue("register() needs a key or a 'name' for the new accelerator.")
+    return _add(_from_table(key, entry, {}))
+
+
+def load_file(path: str | Path) -> list[Accelerator]:
+    """Register every accelerator in a TOML file written in the catalog's format."""
+    path = Path(path)
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidValue(f"No catalog file at {str(path)!r}.") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidValue(f"{str(path)!r} is not valid TOML: {error}.") from None
+    _load()
+    return [_add(a) for a in _parse(document)]

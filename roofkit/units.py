@@ -1,0 +1,124 @@
+"""Reading numbers the way people write them, and refusing the ones that make no sense.
+
+* ``size("70B")`` -> 7e10, ``size("15T")`` -> 1.5e13, ``size("4e9")`` -> 4e9:
+  the suffixes K, M, B (or G), T, P are powers of 1000, as in "a 70B model".
+* ``positive(4096, "m")`` returns the number, or raises InvalidValue naming
+  ``m`` when it is zero, negative, NaN, infinite or not a number. numpy arrays
+  are checked element by element and returned unchanged.
+* ``quantity("3.35 TB/s", "byte/s")`` -> 3.35e12, through pint: a learner may
+  answer in TB/s, GB/s or TiB/s and the value is converted, while "3.35 TFLOP/s"
+  raises UnitMismatch. pint loads only when a unit string is actually parsed.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+
+from tokenize import TokenError  # pint raises it for unbalanced input
+
+from .errors import InvalidValue, UnitMismatch
+
+__all__ = ["size", "positive", "nonnegative", "fraction", "quantity", "SUFFIXES"]
+
+SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+_SIZE = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([kmbgtp]?)\s*$", re.I)
+
+
+def _is_symbolic(value) -> bool:
+    """True for sympy expressions, which the formulas accept unchecked."""
+    return type(value).__module__.startswith("sympy")
+
+
+def size(value, name: str = "size"):
+    """A positive count from a number or a string such as '70B', '15T', '4e9', '1,024'."""
+    if isinstance(value, str):
+        match = _SIZE.match(value)
+        if not match:
+            raise InvalidValue(
+                f"{name} must be a number such as 4096, 4e9, 70B or 15T "
+                f"(suffixes K, M, B/G, T, P); got {value!r}."
+            )
+        number, suffix = match.groups()
+        value = float(number.replace(",", "").replace("_", "")) * SUFFIXES.get(suffix.lower(), 1)
+    return positive(value, name)
+
+
+def _check(value, name: str, ok, what: str):
+    if _is_symbolic(value):
+        return value
+    if isinstance(value, bool) or value is None:
+        raise InvalidValue(f"{name} must be {what}; got {value!r}.")
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value) or not ok(value):
+            raise InvalidValue(f"{name} must be {what}; got {value!r}.")
+        return value
+    if type(value).__module__ == "numpy":
+        import numpy as np
+
+        array = np.asarray(value)
+        if array.dtype.kind not in "iuf" or array.size == 0:
+            raise InvalidValue(f"{name} must be {what}; got an array of dtype {array.dtype}.")
+        bad = ~(np.isfinite(array) & ok(array))
+        if bad.any():
+            raise InvalidValue(f"{name} must be {what}; got {array[bad].flat[0]!r} among the values.")
+        return value
+    raise InvalidValue(f"{name} must be {what}; got {value!r} ({type(value).__name__}).")
+
+
+def positive(value, name: str = "value"):
+    """``value`` itself when it is a finite number > 0 (or an array of them)."""
+    return _check(value, name, lambda v: v > 0, "a finite number greater than 0")
+
+
+def nonnegative(value, name: str = "value"):
+    """``value`` itself when it is a finite number >= 0 (or an array of them)."""
+    return _check(value, name, lambda v: v >= 0, "a finite number of at least 0")
+
+
+def fraction(value, name: str = "fraction"):
+    """``value`` itself when it lies in (0, 1], such as an MFU of 0.4."""
+    return _check(value, name, lambda v: (v > 0) & (v <= 1), "a fraction in (0, 1], e.g. 0.4 for 40%")
+
+
+_registry = None
+
+
+def _ureg():
+    global _registry
+    if _registry is None:
+        import pint
+
+        _registry = pint.UnitRegistry()
+        _registry.define("FLOP = [flop] = flops")
+        _registry.define("TFLOPS = 1e12 * FLOP / second")
+        _registry.define("GFLOPS = 1e9 * FLOP / second")
+    return _registry
+
+
+def quantity(text, unit: str, name: str = "value") -> float:
+    """The magnitude of ``text`` in ``unit``: quantity('3.35 TB/s', 'byte/s') -> 3.35e12.
+
+    A bare number is taken to be in ``unit`` already. A quantity whose
+    dimension differs from ``unit`` raises UnitMismatch naming both.
+    """
+    if not isinstance(text, str):
+        return positive(text, name)
+    import pint
+
+    ureg = _ureg()
+    try:
+        parsed = ureg.Quantity(text.strip().replace("FLOP/byte", "FLOP/B"))
+    except (pint.errors.PintError, AttributeError, TypeError, ValueError, SyntaxError, TokenError):
+        raise InvalidValue(f"{name}: cannot read {text!r} as a number with a unit such as {unit!r}.") from None
+    if isinstance(parsed, (int, float)) or parsed.dimensionless and not ureg.Quantity(1, unit).dimensionless:
+        magnitude = parsed if isinstance(parsed, (int, float)) else parsed.magnitude
+        return float(positive(magnitude, name))
+    try:
+        return float(parsed.to(unit).magnitude)
+    except pint.errors.DimensionalityError:
+        raise UnitMismatch(
+            f"{name}: {text!r} is in {parsed.units:~}, which cannot be converted to {unit}."
+        ) from None
+
