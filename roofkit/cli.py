@@ -1,0 +1,294 @@
+"""The ``roofkit`` command: a thin layer over the Python API.
+
+Every command prints a readable answer, or one JSON object with ``--json``.
+A user error prints one line naming the bad value and the valid choices and
+exits with status 2; there is never a traceback for a mistake in the input.
+
+    roofkit hw list
+    roofkit hw show h100 --json
+    roofkit cost gemm --m 4096 --n 4096 --k 4096 --dtype bf16 --hw h100
+    roofkit cost elementwise --n 1e8 --flops-per-element 8 --reads 1 --writes 1 --dtype fp16 --hw h100
+    roofkit train --params 70B --tokens 15T --hw h100 --dtype bf16 --mfu 0.4 --gpus 8192 --usd-per-gpu-hour 2
+    roofkit mfu --params 70B --tokens-per-s 3000 --gpus 1 --hw h100 --dtype bf16
+    roofkit format bfloat16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from .errors import RoofkitError
+
+EXIT_USAGE = 2
+
+_PREFIXES = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+
+
+def human(value: float, unit: str = "") -> str:
+    """1.979e15, 'FLOP/s' -> '1.979 PFLOP/s'; small and plain values are printed as they are."""
+    if value is None:
+        return "-"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {unit}".strip()
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}{unit}".strip()
+    if abs(value) < 1e-3 and unit == "s":
+        return f"{value * 1e6:.4g} µs"
+    if abs(value) < 1 and unit == "s":
+        return f"{value * 1e3:.4g} ms"
+    return f"{value:.4g} {unit}".strip()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line and exits 2."""
+
+    def error(self, message):  # noqa: D401 - argparse's hook
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _size(name):
+    """An argparse type: '4096', '4e9', '70B' -> a positive number, or our one-line message."""
+
+    def parse(text):
+        from .units import size
+
+        try:
+            return size(text, name)
+        except RoofkitError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _number(name):
+    """An argparse type: a plain positive number such as 0.4 or 2.5."""
+
+    def parse(text):
+        from .units import positive
+
+        try:
+            return positive(float(text), name)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive number; got {text!r}.") from None
+
+    return parse
+
+
+def _emit(args, data: dict, lines: list[str]) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=False, default=_jsonable))
+    else:
+        print("\n".join(lines))
+
+
+def _jsonable(value):
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
+def _table(rows: list[tuple[str, str]]) -> list[str]:
+    width = max(len(k) for k, _ in rows)
+    return [f"{k:<{width}}  {v}" for k, v in rows]
+
+
+# --- commands -----------------------------------------------------------------
+
+
+def cmd_hw_list(args) -> None:
+    from . import hardware
+
+    accs = hardware.catalog()
+    data = {"accelerators": [{"name": a.key, "full_name": a.name, "aliases": list(a.aliases)} for a in accs]}
+    lines = _table([(a.key, f"{a.name}  (aliases: {', '.join(a.aliases) or '-'})") for a in accs])
+    _emit(args, data, lines)
+
+
+def cmd_hw_show(args) -> None:
+    from . import hardware
+
+    acc = hardware.get(args.name)
+    data = acc.to_dict()
+    data["name"] = acc.name
+    rows = [("name", f"{acc.name} ({acc.key})"), ("bandwidth", human(acc.bandwidth, "B/s"))]
+    if acc.memory_bytes:
+        rows.append(("memory", human(acc.memory_bytes, "B")))
+    if acc.l2_bytes:
+        rows.append(("L2 / last-level cache", human(acc.l2_bytes, "B")))
+    if acc.compute_units:
+        rows.append((f"{acc.compute_unit_name}s", str(acc.compute_units)))
+    for precision, peak in acc.peak_flops.items():
+        rows.append((f"peak {precision} (dense)", f"{human(peak, 'FLOP/s')}   ridge {acc.ridge(precision):.1f} FLOP/byte"))
+    lines = _table(rows) + ["", "sources:"]
+    by_source: dict[str, list[str]] = {}
+    for figure, source in acc.sources.items():
+        if figure != "*":
+            by_source.setdefault(source, []).append(figure)
+    lines += [f"  {', '.join(figures)}: {source}" for source, figures in by_source.items()]
+    lines += ["notes:"] * bool(acc.notes) + [f"  - {note}" for note in acc.notes]
+    _emit(args, data, lines)
+
+
+def _cost_output(args, cost) -> None:
+    data = {"flops": float(cost.flops), "bytes": float(cost.bytes), "intensity": float(cost.intensity)}
+    rows = [("FLOPs", human(data["flops"], "FLOP")), ("bytes moved", human(data["bytes"], "B")),
+            ("intensity", f"{data['intensity']:.4g} FLOP/byte")]
+    if args.hw:
+        from .roofline import analyze
+
+        placed = analyze(cost, args.hw, args.dtype)
+        data.update(
+            accelerator=placed.accelerator,
+            precision=placed.precision,
+            ridge=placed.ridge,
+            bound=placed.bound,
+            attainable_flops_per_s=placed.attainable_flops_per_s,
+            time_s=placed.time_s,
+            time_upper_s=placed.time_upper_s,
+        )
+        rows += [
+            ("on", f"{placed.accelerator}, {placed.precision}"),
+            ("ridge point", f"{placed.ridge:.4g} FLOP/byte"),
+            ("bound", f"{placed.bound}-bound"),
+            ("attainable", human(placed.attainable_flops_per_s, "FLOP/s")),
+            ("time (roofline)", f"{human(placed.time_s, 's')}  (no overlap: {human(placed.time_upper_s, 's')})"),
+        ]
+    _emit(args, data, _table(rows))
+
+
+def cmd_cost_gemm(args) -> None:
+    from . import formulas
+
+    _cost_output(args, formulas.gemm(args.m, args.n, args.k, args.dtype))
+
+
+def cmd_cost_elementwise(args) -> None:
+    from . import formulas
+
+    cost = formulas.elementwise(args.n, args.flops_per_element, args.reads, args.writes, args.dtype)
+    _cost_output(args, cost)
+
+
+def cmd_train(args) -> None:
+    from . import training
+
+    est = training.estimate(args.params, args.tokens, hw=args.hw, dtype=args.dtype, mfu=args.mfu,
+                            gpus=args.gpus, usd_per_gpu_hour=args.usd_per_gpu_hour)
+    data = est.to_dict()
+    rows = [("training FLOPs (6ND)", f"{data['flops']:.3e}")]
+    labels = [("gpu_hours", "GPU-hours", lambda v: f"{v:.3e}"),
+              ("wall_clock_hours", "wall clock", lambda v: f"{v:,.0f} h ({data['wall_clock_days']:.1f} days)"),
+              ("cost_usd", "cost", lambda v: f"${v:,.0f}")]
+    rows += [(label, fmt(data[key])) for key, label, fmt in labels if data.get(key) is not None]
+    if not args.hw:
+        rows.append(("", "add --hw NAME (and --gpus, --usd-per-gpu-hour) for GPU-hours, time and cost"))
+    _emit(args, data, _table(rows))
+
+
+def cmd_mfu(args) -> None:
+    from . import training
+
+    report = training.mfu_report(args.params, args.tokens_per_s, args.gpus, args.hw, args.dtype)
+    rows = [("MFU", f"{report['mfu']:.1%}"), ("plausible", "yes" if report["plausible"] else "no")]
+    if report.get("warning"):
+        rows.append(("warning", report["warning"]))
+    _emit(args, report, _table(rows))
+
+
+def cmd_format(args) -> None:
+    from . import precision
+
+    fmt = precision.get(args.name)
+    data = fmt.to_dict()
+    rows = [(k, f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in data.items()]
+    _emit(args, data, _table(rows))
+
+
+# --- parser ----------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+    parser = _Parser(prog="roofkit", description="Performance modeling for GPUs: FLOPs, bytes, rooflines, "
+                     "precision, MFU and training cost.", parents=[common])
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"roofkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    hw = sub.add_parser("hw", help="the accelerator catalog", parents=[common])
+    hw_sub = hw.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=_Parser)
+    hw_sub.required = True
+    hw_sub.add_parser("list", help="every accelerator and its aliases", parents=[common]).set_defaults(func=cmd_hw_list)
+    show = hw_sub.add_parser("show", help="one accelerator's figures, ridge points and sources", parents=[common])
+    show.add_argument("name", help="accelerator name or alias, e.g. h100, 'H100 SXM5', mi300x")
+    show.set_defaults(func=cmd_hw_show)
+
+    cost = sub.add_parser("cost", help="FLOPs, bytes and intensity of a kernel", parents=[common])
+    cost_sub = cost.add_subparsers(dest="cost_command", metavar="{gemm,elementwise}", parser_class=_Parser)
+    cost_sub.required = True
+    placement = argparse.ArgumentParser(add_help=False)
+    placement.add_argument("--dtype", default="bf16", help="precision: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4 (default bf16)")
+    placement.add_argument("--hw", help="place the kernel on this accelerator's roofline")
+    gemm = cost_sub.add_parser("gemm", help="C[m,n] = A[m,k] @ B[k,n]", parents=[common, placement])
+    for dim in "mnk":
+        gemm.add_argument(f"--{dim}", required=True, type=_size(dim), help=f"size {dim.upper()} (4096, 4e9, 70B ...)")
+    gemm.set_defaults(func=cmd_cost_gemm)
+    elem = cost_sub.add_parser("elementwise", help="an elementwise op over n elements", parents=[common, placement])
+    elem.add_argument("--n", required=True, type=_size("n"), help="number of elements")
+    elem.add_argument("--flops-per-element", type=_number("flops-per-element"), default=1.0)
+    elem.add_argument("--reads", type=_number("reads"), default=1.0, help="tensors read (default 1)")
+    elem.add_argument("--writes", type=_number("writes"), default=1.0, help="tensors written (default 1)")
+    elem.set_defaults(func=cmd_cost_elementwise)
+
+    train = sub.add_parser("train", help="training compute (6ND), GPU-hours, time and cost", parents=[common])
+    train.add_argument("--params", required=True, type=_size("params"), help="parameters N, e.g. 70B")
+    train.add_argument("--tokens", required=True, type=_size("tokens"), help="training tokens D, e.g. 15T")
+    train.add_argument("--hw", help="accelerator name, e.g. h100")
+    train.add_argument("--dtype", default="bf16", help="training precision (default bf16)")
+    train.add_argument("--mfu", type=_number("mfu"), default=0.4, help="assumed MFU as a fraction (default 0.4)")
+    train.add_argument("--gpus", type=_size("gpus"), help="number of accelerators")
+    train.add_argument("--usd-per-gpu-hour", type=_number("usd-per-gpu-hour"), help="price per GPU-hour in USD")
+    train.set_defaults(func=cmd_train)
+
+    mfu = sub.add_parser("mfu", help="model FLOPs utilization from a training throughput", parents=[common])
+    mfu.add_argument("--params", required=True, type=_size("params"), help="parameters N, e.g. 70B")
+    mfu.add_argument("--tokens-per-s", required=True, type=_size("tokens-per-s"), help="tokens/s across all GPUs")
+    mfu.add_argument("--gpus", required=True, type=_size("gpus"))
+    mfu.add_argument("--hw", required=True, help="accelerator name, e.g. h100")
+    mfu.add_argument("--dtype", default="bf16", help="training precision (default bf16)")
+    mfu.set_defaults(func=cmd_mfu)
+
+    fmt = sub.add_parser("format", help="a number format's layout, range and epsilon", parents=[common])
+    fmt.add_argument("name", help="bfloat16, float16, float8_e4m3fn, e5m2, fp4, int8 ...")
+    fmt.set_defaults(func=cmd_format)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        args.func(args)
+    except RoofkitError as error:
+        print(f"roofkit: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `roofkit hw list | head`
+        return 0
+    except KeyboardInterrupt:
+        print("roofkit: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
