@@ -278,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, --version, or a usage error already printed in one line
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    try:
         args.func(args)
     except RoofkitError as error:
         print(f"roofkit: error: {error}", file=sys.stderr)

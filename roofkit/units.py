@@ -62,7 +62,7 @@ def _check(value, name: str, ok, what: str):
             raise InvalidValue(f"{name} must be {what}; got an array of dtype {array.dtype}.")
         bad = ~(np.isfinite(array) & ok(array))
         if bad.any():
-            raise InvalidValue(f"{name} must be {what}; got {array[bad].flat[0]!r} among the values.")
+            raise InvalidValue(f"{name} must be {what}; got {array[bad].flat[0].item()!r} among the values.")
         return value
     raise InvalidValue(f"{name} must be {what}; got {value!r} ({type(value).__name__}).")
 

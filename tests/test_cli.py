@@ -1,0 +1,125 @@
+"""The command-line contract in design.md: readable by default, one JSON object with --json, exit 2 on bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from roofkit import cli, hardware
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_hw_list(capsys):
+    data = run_json(capsys, "hw", "list")
+    names = [a["name"] for a in data["accelerators"]]
+    assert names == [a.key for a in hardware.catalog()]
+    assert all(isinstance(a["aliases"], list) for a in data["accelerators"])
+
+
+def test_hw_show(capsys):
+    data = run_json(capsys, "hw", "show", "H100 SXM5")
+    assert {"name", "bandwidth_bytes_per_s", "peak_flops", "ridge", "sources"} <= set(data)
+    h100 = hardware.get("h100")
+    assert data["bandwidth_bytes_per_s"] == h100.bandwidth
+    assert data["peak_flops"]["bf16"] == h100.peak("bf16")
+    assert 295 <= data["ridge"]["bf16"] <= 296 and 590 <= data["ridge"]["fp8"] <= 592
+
+
+def test_cost_gemm_on_h100(capsys):
+    data = run_json(capsys, "cost", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--dtype", "bf16", "--hw", "h100")
+    assert data["flops"] == 2 * 4096**3
+    assert data["intensity"] == pytest.approx(4096 / 3)
+    assert data["bound"] == "compute"
+    assert data["time_s"] == pytest.approx(data["flops"] / hardware.get("h100").peak("bf16"))
+    assert {"ridge", "attainable_flops_per_s"} <= set(data)
+
+
+def test_cost_gemv_is_memory_bound(capsys):
+    data = run_json(capsys, "cost", "gemm", "--m", "1", "--n", "4096", "--k", "4096", "--dtype", "bf16", "--hw", "h100")
+    assert data["intensity"] == pytest.approx(1, abs=0.01)
+    assert data["bound"] == "memory"
+
+
+def test_cost_without_hw_has_no_placement(capsys):
+    data = run_json(capsys, "cost", "elementwise", "--n", "1e6", "--flops-per-element", "1", "--reads", "2",
+                    "--writes", "1", "--dtype", "fp16")
+    assert data["intensity"] == pytest.approx(1 / 6)
+    assert "bound" not in data
+
+
+def test_train_70b_15t(capsys):
+    data = run_json(capsys, "train", "--params", "70B", "--tokens", "15T", "--hw", "h100", "--dtype", "bf16",
+                    "--mfu", "0.4", "--gpus", "8192", "--usd-per-gpu-hour", "2")
+    assert data["flops"] == pytest.approx(6.3e24)
+    assert data["gpu_hours"] == pytest.approx(4.4e6, rel=0.01)
+    assert data["wall_clock_hours"] == pytest.approx(540, rel=0.01)
+    assert data["wall_clock_days"] == pytest.approx(22.5, rel=0.01)
+    assert data["cost_usd"] == pytest.approx(8.8e6, rel=0.01)
+
+
+def test_mfu_flags_the_impossible(capsys):
+    bad = run_json(capsys, "mfu", "--params", "70B", "--tokens-per-s", "3000", "--gpus", "1", "--hw", "h100", "--dtype", "bf16")
+    assert bad["mfu"] == pytest.approx(1.27, abs=0.005) and bad["plausible"] is False and bad["warning"]
+    ok = run_json(capsys, "mfu", "--params", "70B", "--tokens-per-s", "900", "--gpus", "1", "--hw", "h100", "--dtype", "bf16")
+    assert ok["mfu"] == pytest.approx(0.38, abs=0.005) and ok["plausible"] is True
+
+
+def test_format(capsys):
+    data = run_json(capsys, "format", "bfloat16")
+    assert data["exponent_bits"] == 8 and data["mantissa_bits"] == 7 and data["eps"] == 2**-7
+    assert {"max", "min_normal", "min_subnormal"} <= set(data)
+
+
+@pytest.mark.parametrize("argv", [["hw", "show", "h100"], ["hw", "list"], ["format", "e4m3"],
+                                  ["cost", "gemm", "--m", "1", "--n", "4096", "--k", "4096", "--hw", "h100"],
+                                  ["train", "--params", "7B", "--tokens", "2T"]])
+def test_readable_output(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and out.strip() and not err
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["hw", "show", "h10"], r"Unknown accelerator 'h10'\. Did you mean 'h100-sxm'"),
+        (["cost", "gemm", "--m", "-5", "--n", "3", "--k", "4"], r"m must be a finite number greater than 0; got -5"),
+        (["cost", "gemm", "--m", "abc", "--n", "3", "--k", "4"], r"m must be a number such as 4096"),
+        (["cost", "gemm", "--m", "4", "--n", "3", "--k", "4", "--dtype", "bf17"], r"Unknown precision 'bf17'"),
+        (["cost", "gemm", "--m", "4", "--n", "3", "--k", "4", "--dtype", "bf16", "--hw", "t4"], r"NVIDIA T4 has no bf16 peak"),
+        (["train", "--params", "70B", "--tokens", "15T", "--hw", "h100", "--mfu", "1.5"], r"\(0, 1\]"),
+        (["train", "--params", "nan", "--tokens", "15T"], r"params must be"),
+        (["mfu", "--params", "70B", "--tokens-per-s", "0", "--gpus", "1", "--hw", "h100"], r"tokens-per-s must be"),
+        (["format", "fp9"], r"fp9"),
+        (["frobnicate"], r"invalid choice: 'frobnicate'"),
+        (["cost", "gemm", "--m", "4"], r"required"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert pytest.importorskip("re").search(message, err), err
+
+
+def test_console_script_runs_as_a_process():
+    result = subprocess.run([sys.executable, "-m", "roofkit.cli", "hw", "show", "a100", "--json"],
+                            capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout)["peak_flops"]["bf16"] == hardware.get("a100").peak("bf16")
+    bad = subprocess.run([sys.executable, "-m", "roofkit.cli", "hw", "show", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
