@@ -210,6 +210,43 @@ def cmd_format(args) -> None:
     _emit(args, data, _table(rows))
 
 
+def cmd_quiz_list(args) -> None:
+    from . import quiz
+
+    items = [q.to_dict() for q in quiz.questions(args.lesson)]
+    _emit(args, {"questions": items},
+          _table([(q["id"], f"lesson {q['lesson']}, {q['kind']}, {q['points']:g} pt") for q in items]) or ["no questions"])
+
+
+def cmd_quiz_check(args) -> None:
+    from . import quiz
+
+    question = quiz.get(args.id)
+    answer = args.answer
+    if question.kind == "code":
+        from .errors import InvalidValue
+
+        raise InvalidValue(f"{args.id} is a code question: check it from Python, check({args.id!r}, your_function).")
+    verdict = quiz.judge(question, answer)
+    _emit(args, verdict.to_dict(), [str(verdict)])
+
+
+def cmd_build(args) -> None:
+    from .build import build
+
+    report = build(args.root, check=args.check, only=args.lesson or None, progress=not args.json)
+    data = {"ok": report.ok, "written": report.written, "stale": report.stale, "orphans": report.orphans}
+    if args.check:
+        lines = ["generated notebooks are up to date"] if report.ok else (
+            [f"stale: {p}" for p in report.stale] + [f"no lesson source for: {p}" for p in report.orphans]
+            + ["run `roofkit build` to regenerate them"])
+    else:
+        lines = [f"wrote {p}" for p in report.written]
+    _emit(args, data, lines)
+    if not report.ok:
+        raise SystemExit(1)
+
+
 # --- parser ----------------------------------------------------------------------
 
 
@@ -271,6 +308,22 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = sub.add_parser("format", help="a number format's layout, range and epsilon", parents=[common])
     fmt.add_argument("name", help="bfloat16, float16, float8_e4m3fn, e5m2, fp4, int8 ...")
     fmt.set_defaults(func=cmd_format)
+    quiz = sub.add_parser("quiz", help="the course's self-checking questions", parents=[common])
+    quiz_sub = quiz.add_subparsers(dest="quiz_command", metavar="{list,check}", parser_class=_Parser)
+    quiz_sub.required = True
+    qlist = quiz_sub.add_parser("list", help="every question: id, lesson, kind, points", parents=[common])
+    qlist.add_argument("--lesson", help="only this lesson's questions, e.g. 03")
+    qlist.set_defaults(func=cmd_quiz_list)
+    qcheck = quiz_sub.add_parser("check", help="check an answer, e.g. quiz check l02.gemm-4096 1365", parents=[common])
+    qcheck.add_argument("id", help="question id (see quiz list)")
+    qcheck.add_argument("answer", help="your answer: a number, a number with a unit ('296 FLOP/byte'), an expression or a choice")
+    qcheck.set_defaults(func=cmd_quiz_check)
+
+    build = sub.add_parser("build", help="lessons/ -> notebooks/ (student) and solutions/ (executed)", parents=[common])
+    build.add_argument("--check", action="store_true", help="write nothing; fail if a generated notebook is stale")
+    build.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
+    build.add_argument("lesson", nargs="*", help="only these lessons (e.g. 03 or 03-roofline)")
+    build.set_defaults(func=cmd_build)
     return parser
 
 
@@ -285,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     except RoofkitError as error:
         print(f"roofkit: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except SystemExit as stop:  # a command's own failure status (build --check)
+        return stop.code if isinstance(stop.code, int) else 1
     except BrokenPipeError:  # `roofkit hw list | head`
         return 0
     except KeyboardInterrupt:
