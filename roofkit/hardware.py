@@ -171,8 +171,16 @@ def _load() -> dict[str, Accelerator]:
     return _catalog
 
 
-def _add(accelerator: Accelerator) -> Accelerator:
+def _add(accelerator: Accelerator, replace: bool = False) -> Accelerator:
     assert _catalog is not None
+    if not replace:
+        for alias in (accelerator.key, accelerator.name, *accelerator.aliases):
+            owner = _index.get(_norm(alias))
+            if owner is not None and owner != accelerator.key:
+                raise InvalidValue(
+                    f"the name {alias!r} already belongs to {owner!r}; choose another name or alias "
+                    f"for {accelerator.key!r}, or pass replace=True."
+                )
     _catalog[accelerator.key] = accelerator
     for alias in (accelerator.key, accelerator.name, *accelerator.aliases):
         _index[_norm(alias)] = accelerator.key
@@ -199,26 +207,29 @@ def names() -> list[str]:
     return list(_load())
 
 
-def register(entry: dict | Accelerator, key: str | None = None) -> Accelerator:
+def register(entry: dict | Accelerator, key: str | None = None, replace: bool = False) -> Accelerator:
     """Add an accelerator: an Accelerator, or a dict in the catalog's TOML format.
 
-    >>> laptop = register({"name": "My laptop", "source": "measured",
+    >>> laptop = register({"name": "My laptop", "source": "my own measurement, 2026-11",
     ...                    "peak_tflops": {"fp32": 0.5}, "bandwidth_tb_s": 0.05}, key="laptop")
-    >>> round(get("laptop").ridge("fp32"), 1)
+    >>> round(laptop.ridge("fp32"), 1)
     10.0
+
+    A key, name or alias that already belongs to another accelerator is refused
+    unless ``replace=True``.
     """
     _load()
     if isinstance(entry, Accelerator):
-        return _add(entry)
+        return _add(entry, replace)
     if not isinstance(entry, dict):
         raise InvalidValue(f"register() takes an Accelerator or a dict; got {type(entry).__name__}.")
     key = key or _norm(entry.get("name", "")) or None
     if not key:
         raise InvalidValue("register() needs a key or a 'name' for the new accelerator.")
-    return _add(_from_table(key, entry, {}))
+    return _add(_from_table(key, entry, {}), replace)
 
 
-def load_file(path: str | Path) -> list[Accelerator]:
+def load_file(path: str | Path, replace: bool = False) -> list[Accelerator]:
     """Register every accelerator in a TOML file written in the catalog's format."""
     path = Path(path)
     try:
@@ -228,4 +239,4 @@ def load_file(path: str | Path) -> list[Accelerator]:
     except tomllib.TOMLDecodeError as error:
         raise InvalidValue(f"{str(path)!r} is not valid TOML: {error}.") from None
     _load()
-    return [_add(a) for a in _parse(document)]
+    return [_add(a, replace) for a in _parse(document)]

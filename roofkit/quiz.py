@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
 
-__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "hint", "NOT_ANSWERED"]
+__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "NOT_ANSWERED"]
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 NOT_ANSWERED = "not answered yet"
@@ -319,3 +319,52 @@ def _show(verdict: Verdict, question: Question) -> None:
         print(verdict)
         return
     display({"text/plain": str(verdict), RECORD_MIME: verdict.record(question.params)}, raw=True)
+
+
+def ask(question_id: str, **params):
+    """Show a question with an answer box, a Check button and a Hint button (ipywidgets).
+
+    Outside a live notebook the widget does not render; the prompt is also shown
+    as text, and ``check(id, answer)`` works everywhere.
+    """
+    question = get(question_id)
+    if params:
+        question = question.with_params(**params)
+    from IPython.display import Markdown, display
+
+    choices = f"  \n*Choices: {', '.join(question.choices)}*" if question.kind == "choice" else ""
+    unit = f"  \n*Answer in {question.unit}, or with a unit of your own.*" if question.kind == "numeric" and question.unit else ""
+    display(Markdown(f"**Question `{question.id}`** · {question.points:g} pt  \n{question.text()}{choices}{unit}"))
+    if question.kind == "code":
+        display(Markdown(f"*Write the function, then run `check({question.id!r}, your_function)`.*"))
+        return None
+    import ipywidgets as w
+
+    box = (w.Dropdown(options=["", *question.choices], description="answer")
+           if question.kind == "choice" else w.Text(placeholder="your answer", description="answer"))
+    check_button, hint_button = w.Button(description="Check", button_style="primary"), w.Button(description="Hint")
+    feedback = w.HTML()
+    hints = w.HTML()
+
+    def on_check(_):
+        verdict = judge(question, box.value)
+        colour = {True: "green", False: "#b00", None: "#666"}[verdict.correct]
+        import html
+
+        feedback.value = f"<span style='color:{colour}'>{html.escape(str(verdict))}</span>"
+
+    def on_hint(_):
+        import html
+
+        hints.value += f"<div>{html.escape(hint(question.id))}</div>"
+
+    check_button.on_click(on_check)
+    hint_button.on_click(on_hint)
+    if hasattr(box, "on_submit"):
+        box.continuous_update = False
+        box.observe(lambda change: on_check(None), names="value")
+    widget = w.VBox([w.HBox([box, check_button, hint_button]), feedback, hints])
+    widget.question = question  # for tests and the browser driver
+    widget.check_button, widget.answer_box, widget.feedback = check_button, box, feedback
+    display(widget)
+    return None

@@ -51,7 +51,11 @@ def _check(value, name: str, ok, what: str):
     if isinstance(value, bool) or value is None:
         raise InvalidValue(f"{name} must be {what}; got {value!r}.")
     if isinstance(value, numbers.Real):
-        if not math.isfinite(value) or not ok(value):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an int too large for a float, such as 10**400
+            finite = False
+        if not finite or not ok(value):
             raise InvalidValue(f"{name} must be {what}; got {value!r}.")
         return value
     if type(value).__module__ == "numpy":

@@ -1,0 +1,269 @@
+"""The accelerator catalog: sourced, dense figures, found by any common spelling.
+
+The oracle for the figures is the table in docs/hardware-sources.md, typed
+here from the vendors' datasheets (dense TFLOP/s, TB/s, GB), not from the
+catalog file.
+"""
+
+import json
+import re
+import tomllib
+from importlib import resources
+
+import pytest
+
+from roofkit import hardware
+from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision, UnsupportedPrecision
+
+DOCUMENT = tomllib.loads(resources.files("roofkit").joinpath("data/hardware.toml").read_text("utf-8"))
+CITATIONS = DOCUMENT.pop("sources")
+BUILT_IN = list(DOCUMENT)  # the shipped entries, whatever else a test or doctest registered
+
+
+@pytest.fixture
+def scratch_catalog():
+    """Let a test register accelerators, then put the module-global catalog back as it was."""
+    hardware.catalog()  # load it
+    saved_catalog, saved_index = dict(hardware._catalog), dict(hardware._index)
+    yield
+    hardware._catalog.clear()
+    hardware._catalog.update(saved_catalog)
+    hardware._index.clear()
+    hardware._index.update(saved_index)
+
+
+# --- sources ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", BUILT_IN)
+def test_every_figure_has_a_cited_source(key):
+    acc = hardware.get(key)
+    figures = ["bandwidth", *(f"peak.{p}" for p in acc.peak_flops)]
+    figures += [f for f in ("memory_bytes", "l2_bytes", "compute_units") if getattr(acc, f) is not None]
+    for figure in figures:
+        source = acc.source(figure)
+        assert source in CITATIONS.values(), f"{key}: {figure} cites {source!r}, not a known source"
+        assert source not in CITATIONS, f"{key}: {figure} is a bare source id"
+        assert re.search(r"\s", source), f"{key}: {figure} source {source!r} does not read as a citation"
+
+
+def test_every_source_id_in_the_file_is_defined():
+    for key, table in DOCUMENT.items():
+        for source_id in [table["source"], *table.get("sources", {}).values()]:
+            assert source_id in CITATIONS, f"{key} uses undefined source {source_id!r}"
+
+
+def test_figures_from_another_source_say_so():
+    h100 = hardware.get("h100")
+    assert h100.source("l2_bytes").startswith("NVIDIA H100 Tensor Core GPU Architecture whitepaper")
+    assert h100.source("peak.bf16").startswith("NVIDIA H100 Tensor Core GPU datasheet")
+    assert "Infinity Cache" in hardware.get("mi300x").source("l2_bytes")
+
+
+# --- names ------------------------------------------------------------------------------
+
+
+def test_no_alias_points_at_two_chips():
+    for key in BUILT_IN:
+        acc = hardware.get(key)
+        for spelling in (acc.key, acc.name, *acc.aliases):
+            assert hardware.get(spelling).key == key, f"{spelling!r} of {key} resolves elsewhere"
+
+
+@pytest.mark.parametrize("spelling", ["H100 SXM5", "h100-sxm", "h100", "H100", "h100_sxm5", " H100-SXM5 ",
+                                      "NVIDIA H100 SXM5 80GB", "h100sxm"])
+def test_lookup_ignores_case_spaces_dashes_and_underscores(spelling):
+    assert hardware.get(spelling).key == "h100-sxm"
+
+
+def test_lookup_tells_the_h100s_apart():
+    assert hardware.get("H100 PCIe").key == "h100-pcie"
+    assert hardware.get("tpu v5e").key == hardware.get("TPU-v5-lite").key == "tpu-v5e"
+    acc = hardware.get("a100")
+    assert hardware.get(acc) is acc
+
+
+def test_unknown_accelerator_suggests_the_closest():
+    with pytest.raises(UnknownHardware, match=(
+            r"^Unknown accelerator 'h10'\. Did you mean 'h100-sxm' or .*\? Expected one of: a10, a100-sxm4-80gb, "
+            r"b200, .*, h100-pcie, h100-sxm, .*tpu-v6e, v100-sxm2\.$")) as caught:
+        hardware.get("h10")
+    assert isinstance(caught.value, LookupError) and isinstance(caught.value, RoofkitError)
+    with pytest.raises(UnknownHardware, match=r"^Unknown accelerator 'mi300'\. Did you mean 'mi300x'"):
+        hardware.get("mi300")
+    with pytest.raises(UnknownHardware, match=r"^Unknown accelerator 42\."):
+        hardware.get(42)
+
+
+# --- precisions and dense peaks ---------------------------------------------------------
+
+
+def test_t4_has_no_bf16():
+    t4 = hardware.get("t4")
+    with pytest.raises(UnsupportedPrecision, match=(
+            r"^NVIDIA T4 has no bf16 peak in the catalog\. Available precisions: fp32, fp16, int8\.$")):
+        t4.peak("bfloat16")
+    with pytest.raises(UnsupportedPrecision, match=r"^NVIDIA T4 has no bf16 peak"):
+        t4.ridge("bf16")
+    with pytest.raises(UnknownPrecision, match=r"^Unknown precision 'bf61'"):
+        t4.peak("bf61")
+
+
+def test_dense_not_sparse():
+    h100 = hardware.get("h100")
+    assert h100.peak("bf16") == 989e12
+    assert h100.peak("fp16") == 989e12  # not the sparse 1,979: the classic mistake
+    assert h100.peak("fp8") == 1979e12
+    assert h100.peak("e4m3") == h100.peak("FP8")
+
+
+@pytest.mark.parametrize("key", [k for k in BUILT_IN if DOCUMENT[k]["vendor"] in ("NVIDIA", "AMD")])
+def test_gpu_peaks_keep_the_precision_ladder(key):
+    # dense FP8 is twice dense BF16; a ratio far above 2 means a sparse figure slipped in
+    acc = hardware.get(key)
+    if "fp8" in acc.peak_flops:
+        assert acc.peak("fp8") <= 2.1 * acc.peak("bf16")
+    if "fp16" in acc.peak_flops and "bf16" in acc.peak_flops:
+        assert acc.peak("fp16") == acc.peak("bf16")
+    if "tf32" in acc.peak_flops:
+        assert acc.peak("tf32") <= 0.55 * acc.peak("fp16")
+
+
+# chip: dense TFLOP/s per precision, TB/s, memory in bytes, L2 in bytes, SMs/CUs (docs/hardware-sources.md)
+DATASHEETS = {
+    "t4": ({"fp32": 8.1, "fp16": 65, "int8": 130}, 0.32, 16e9, 4e6, 40),
+    "a100": ({"fp32": 19.5, "tf32": 156, "bf16": 312, "int8": 624}, 2.039, 80e9, 40e6, 108),
+    "h100 sxm5": ({"fp32": 67, "tf32": 494.5, "bf16": 989, "fp8": 1979}, 3.35, 80e9, 50e6, 132),
+    "h100 pcie": ({"fp32": 51, "tf32": 378, "bf16": 756, "fp8": 1513}, 2.0, 80e9, None, 114),
+    "h200": ({"bf16": 989, "fp8": 1979}, 4.8, 141e9, 50e6, 132),
+    "b200": ({"fp32": 80, "tf32": 1125, "bf16": 2250, "fp8": 4500, "fp4": 9000}, 8.0, 180e9, 126e6, 148),
+    "l4": ({"fp32": 30.3, "bf16": 121, "fp8": 242}, 0.3, 24e9, 48e6, 58),
+    "mi300x": ({"fp32": 163.4, "bf16": 1307.4, "fp8": 2614.9}, 5.3, 192e9, 256e6, 304),
+    "tpu v5e": ({"bf16": 197, "int8": 393}, 0.819, 16e9, None, None),
+    "tpu v5p": ({"bf16": 459, "int8": 918}, 2.765, 95e9, None, None),
+}
+
+
+@pytest.mark.parametrize("name", DATASHEETS)
+def test_figures_match_the_datasheets(name):
+    peaks, tb_s, memory, l2, units = DATASHEETS[name]
+    acc = hardware.get(name)
+    for precision, tflops in peaks.items():
+        assert acc.peak(precision) == pytest.approx(tflops * 1e12, rel=1e-12), precision
+    assert acc.bandwidth == pytest.approx(tb_s * 1e12, rel=1e-12)
+    assert acc.memory_bytes == pytest.approx(memory, rel=1e-12)
+    assert acc.l2_bytes == (pytest.approx(l2, rel=1e-12) if l2 else None)
+    assert acc.compute_units == units
+
+
+def test_tpu_v4_memory_is_32_gib():
+    assert hardware.get("tpu v4").memory_bytes == 32 * 2**30
+    assert hardware.get("tpu v4").bandwidth == pytest.approx(1.2e12)
+
+
+def test_ridge_is_peak_over_bandwidth():
+    # seed 004: the T4's FP16 balance point, 65 TFLOP/s / 320 GB/s = 203 (the seed quotes "about 201")
+    assert hardware.get("t4").ridge("fp16") == pytest.approx(203.125)
+    assert hardware.get("a100").ridge("bf16") == pytest.approx(312 / 2.039)
+
+
+@pytest.mark.parametrize("key, words", [
+    ("b200", ["192", "7.7", "75", "1,100"]),
+    ("h100-sxm", ["sparse", "3.072", "2.4", "3.4e12"]),
+    ("mi300x", ["1,336", "2,610"]),
+    ("tpu-v5e", ["800 GiB/s"]),
+    ("t4", ["201", "203"]),
+])
+def test_disagreements_between_sources_stay_visible(key, words):
+    notes = " ".join(hardware.get(key).notes)
+    for word in words:
+        assert word in notes, f"{key} notes do not mention {word!r}"
+
+
+# --- user entries ------------------------------------------------------------------------
+
+
+LAPTOP = {"name": "My Laptop", "vendor": "Apple", "source": "measured with roofkit measure, 2026-11",
+          "peak_tflops": {"fp32": 0.5, "bfloat16": 1.0}, "bandwidth_tb_s": 0.1, "memory_gib": 16,
+          "aliases": ["mbp"]}
+
+
+def test_register_a_dict(scratch_catalog):
+    acc = hardware.register(dict(LAPTOP))
+    assert acc.key == "mylaptop"
+    assert hardware.get("my-laptop") is acc and hardware.get("MBP") is acc
+    assert acc.peak("bf16") == 1e12 and acc.ridge("fp32") == pytest.approx(5.0)
+    assert acc.memory_bytes == 16 * 2**30
+    assert acc.source("bandwidth") == "measured with roofkit measure, 2026-11"
+    assert hardware.names()[-1] == "mylaptop" and hardware.catalog()[-1] is acc
+
+
+def test_registered_entries_do_not_leak_between_tests():
+    with pytest.raises(UnknownHardware):
+        hardware.get("mbp")
+
+
+@pytest.mark.parametrize("missing, message", [
+    ("peak_tflops", r"^accelerator 'mylaptop': needs peak_tflops, e\.g\. \{ bf16 = 989 \}\.$"),
+    ("bandwidth_tb_s", r"^accelerator 'mylaptop': needs bandwidth_tb_s \(memory bandwidth in TB/s\)\.$"),
+    ("source", r"^accelerator 'mylaptop': needs a source \(every figure must say where it comes from\)\.$"),
+])
+def test_register_refuses_an_entry_without_a_required_field(scratch_catalog, missing, message):
+    entry = {k: v for k, v in LAPTOP.items() if k != missing}
+    with pytest.raises(InvalidValue, match=message):
+        hardware.register(entry)
+
+
+def test_register_refuses_bad_figures(scratch_catalog):
+    with pytest.raises(InvalidValue, match=r"^accelerator 'x': bandwidth_tb_s must be a finite number greater than 0"):
+        hardware.register({**LAPTOP, "bandwidth_tb_s": -1}, key="x")
+    with pytest.raises(InvalidValue, match=r"^accelerator 'x': unknown field\(s\) \['peak_tflop'\]"):
+        hardware.register({**LAPTOP, "peak_tflop": {}}, key="x")
+    with pytest.raises(UnknownPrecision):
+        hardware.register({**LAPTOP, "peak_tflops": {"fp7": 1}}, key="x")
+    with pytest.raises(InvalidValue, match=r"^register\(\) takes an Accelerator or a dict; got str\.$"):
+        hardware.register("laptop")
+
+
+def test_load_file(scratch_catalog, tmp_path):
+    path = tmp_path / "lab.toml"
+    path.write_text(
+        '[sources]\nbench = "Our lab benchmark, 2026-11"\n\n'
+        '[lab-gpu]\nname = "Lab GPU"\nsource = "bench"\naliases = ["lab"]\n'
+        'peak_tflops = { bf16 = 200, fp8 = 400 }\nbandwidth_tb_s = 2\nmemory_gb = 48\n',
+        encoding="utf-8",
+    )
+    (acc,) = hardware.load_file(path)
+    assert hardware.get("LAB") is acc and acc.key == "lab-gpu"
+    assert acc.ridge("fp8") == pytest.approx(200.0)
+    assert acc.source("peak.fp8") == "Our lab benchmark, 2026-11"
+    assert acc.memory_bytes == 48e9
+
+
+def test_load_file_errors(scratch_catalog, tmp_path):
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(InvalidValue, match=r"^No catalog file at " + re.escape(repr(str(missing))) + r"\.$"):
+        hardware.load_file(missing)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[x\nname = 1", encoding="utf-8")
+    with pytest.raises(InvalidValue, match=r"is not valid TOML"):
+        hardware.load_file(broken)
+    partial = tmp_path / "partial.toml"
+    partial.write_text('[lab]\nsource = "bench"\npeak_tflops = { bf16 = 200 }\n', encoding="utf-8")
+    with pytest.raises(InvalidValue, match=r"^accelerator 'lab': needs bandwidth_tb_s"):
+        hardware.load_file(partial)
+
+
+# --- what the CLI prints ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", BUILT_IN)
+def test_to_dict_has_the_cli_keys_and_is_json(key):
+    acc = hardware.get(key)
+    data = acc.to_dict()
+    assert {"name", "bandwidth_bytes_per_s", "peak_flops", "ridge", "sources"} <= set(data)
+    assert data["bandwidth_bytes_per_s"] == acc.bandwidth
+    assert set(data["ridge"]) == set(data["peak_flops"]) == set(acc.precisions)
+    for precision, ridge in data["ridge"].items():
+        assert ridge == pytest.approx(data["peak_flops"][precision] / data["bandwidth_bytes_per_s"])
+    assert json.loads(json.dumps(data)) == data
