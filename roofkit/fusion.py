@@ -1,0 +1,301 @@
+"""Kernel fusion: the HBM traffic of a chain of ops, unfused vs fused; and Amdahl's law.
+
+Unfused, every op is its own kernel: it reads its inputs from HBM and writes
+its output back, so a chain of k elementwise ops on n elements moves about
+2·k·n elements. Fused into one kernel, the intermediates stay in registers:
+the kernel reads each external input once and writes only the last output.
+The FLOPs do not change; the bytes shrink, so the intensity rises by the same
+factor, and k - 1 kernel launches disappear (Horace He, "Making Deep Learning
+Go Brrrr From First Principles", 2022).
+
+Amdahl's law (Amdahl 1967) says what a faster part is worth to the whole::
+
+    S = 1 / ((1 - p) + p / s)
+
+p the fraction of runtime in the part, s the part's speed-up, S the whole's.
+
+    >>> c = chain([OPS["bias_add"], OPS["gelu"]], n=2**20)
+    >>> c.launches_unfused, c.launches_fused, c.traffic_ratio
+    (2, 1, 2.0)
+    >>> round(amdahl_time_saved(0.1, 2), 3)  # halve a 10 ms part of 100 ms
+    0.05
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import asdict, dataclass
+
+from . import dtypes
+from .errors import InvalidValue
+from .formulas import (GELU_FLOPS_PER_ELEMENT, RMSNORM_FLOPS_PER_ELEMENT, SILU_FLOPS_PER_ELEMENT, Cost,
+                       elementwise, gemm, rmsnorm)
+from .units import fraction as _fraction
+from .units import nonnegative, positive, size
+
+__all__ = [
+    "DEFAULT_LAUNCH_OVERHEAD_S", "Op", "OPS", "ChainCost", "chain", "mlp_block",
+    "DECODER_LAYER_KERNELS", "FUSED_DECODER_LAYER_KERNELS", "fusion_groups",
+    "amdahl", "amdahl_time_saved",
+]
+
+# A rule of thumb, not a datasheet figure: "~5-10 µs per kernel launch" (seed 003's
+# pitfall 3; Horace He's "overhead" section). Measure your own with the profiler.
+DEFAULT_LAUNCH_OVERHEAD_S = 5e-6
+
+
+@dataclass(frozen=True)
+class Op:
+    """One elementwise op: FLOPs per element, and how many size-n tensors it reads and writes.
+
+    Small operands (a bias or norm weight of d elements next to an activation
+    of n = tokens x d elements) are not counted.
+    """
+
+    name: str
+    flops_per_element: float
+    reads: int = 1
+    writes: int = 1
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidValue(f"an Op needs a name (a non-empty string); got {self.name!r}.")
+        nonnegative(self.flops_per_element, f"{self.name}: flops_per_element")
+        for field, count, least in (("reads", self.reads, 0), ("writes", self.writes, 1)):
+            if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < least:
+                raise InvalidValue(f"{self.name}: {field} counts whole tensors, so it must be an integer "
+                                   f"of at least {least}; got {count!r}.")
+
+
+# FLOP counts are conventions (see roofkit.formulas); the bytes decide these kernels' time.
+OPS: dict[str, Op] = {op.name: op for op in [
+    Op("bias_add", 1),                    # x + b, b broadcast (d elements, not counted)
+    Op("gelu", GELU_FLOPS_PER_ELEMENT),   # tanh approximation (seed 000's 8 FLOPs)
+    Op("silu", SILU_FLOPS_PER_ELEMENT),   # x / (1 + exp(-x))
+    Op("relu", 1),                        # max(x, 0)
+    Op("residual_add", 1, reads=2),       # x + residual
+    Op("scale", 1),                       # x * c
+    Op("dropout", 2),                     # compare a random number, multiply by 0 or 1/(1-p);
+                                          # mask regenerated from the RNG seed, not stored
+    Op("mul", 1, reads=2),                # x * y, e.g. SwiGLU's gate * up
+    Op("rmsnorm", RMSNORM_FLOPS_PER_ELEMENT),  # x * rsqrt(mean(x^2) + eps) * g (g: d elements)
+]}
+
+
+def _check_ops(ops) -> tuple[Op, ...]:
+    """Op objects from a list of Ops or names in OPS; a later op must read the previous output."""
+    if isinstance(ops, (str, Op)):
+        ops = [ops]
+    try:
+        ops = tuple(OPS.get(op, op) if isinstance(op, str) else op for op in ops)
+    except TypeError:
+        ops = (ops,)
+    bad = [op for op in ops if not isinstance(op, Op)]
+    if not ops or bad:
+        raise InvalidValue(f"chain() takes a non-empty list of Op objects or names from: {', '.join(OPS)}; "
+                           f"got {bad[0] if bad else ops!r}.")
+    for op in ops[1:]:
+        if op.reads < 1:
+            raise InvalidValue(f"{op.name} reads nothing, so it cannot follow another op in a chain.")
+    return ops
+
+
+@dataclass(frozen=True)
+class ChainCost:
+    """FLOPs and HBM bytes of a chain of ops run as separate kernels, and as one fused kernel."""
+
+    ops: tuple[str, ...]
+    n: float
+    kernels: tuple[Cost, ...]  # each unfused kernel
+    unfused: Cost  # the sum of the kernels
+    fused: Cost  # the one fused kernel
+    launches_unfused: int
+    launches_fused: int = 1
+
+    @property
+    def bytes_saved(self) -> float:
+        return self.unfused.bytes - self.fused.bytes
+
+    @property
+    def traffic_ratio(self) -> float:
+        """Unfused bytes / fused bytes: by how much fusion cuts HBM traffic (and raises intensity)."""
+        return self.unfused.bytes / self.fused.bytes
+
+    def time(self, hw, dtype, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S) -> dict:
+        """Predicted seconds unfused vs fused: roofline lower bound per kernel plus launch overhead.
+
+        Each kernel takes at least max(FLOPs / peak, bytes / bandwidth)
+        (:func:`roofkit.roofline.time_bounds`), and each launch adds
+        ``launch_overhead_s``. The catalog's peak is the tensor-core peak;
+        elementwise math runs on slower vector units, but these kernels sit so
+        far below the ridge that the memory term decides.
+        """
+        from .hardware import get
+        from .roofline import time_bounds
+
+        accelerator = get(hw)
+        peak, bandwidth = accelerator.peak(dtype), accelerator.bandwidth
+        overhead = nonnegative(launch_overhead_s, "launch_overhead_s")
+
+        def seconds(cost):
+            return float(time_bounds(cost.flops, cost.bytes, peak, bandwidth)[0])
+
+        unfused = sum(seconds(k) for k in self.kernels) + self.launches_unfused * overhead
+        fused = seconds(self.fused) + self.launches_fused * overhead
+        return {"unfused_s": unfused, "fused_s": fused, "speedup": unfused / fused,
+                "launch_overhead_s": overhead, "accelerator": accelerator.name,
+                "precision": dtypes.canonical(dtype)}
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data |= {"unfused": self.unfused.to_dict(), "fused": self.fused.to_dict(),
+                 "kernels": [k.to_dict() for k in self.kernels],
+                 "bytes_saved": self.bytes_saved, "traffic_ratio": self.traffic_ratio}
+        return data
+
+
+def chain(ops, n, bytes_per_element=2, keep=()) -> ChainCost:
+    """HBM traffic of ``ops`` applied one after another to n elements, unfused and fused.
+
+    Unfused: op i is a kernel that reads r_i and writes w_i tensors of n
+    elements. Fused: one kernel reads the first op's inputs, plus every later
+    op's inputs except the previous op's output, and writes only the last
+    op's outputs::
+
+        reads_fused = r_1 + sum_{i>1} (r_i - 1),   writes_fused = w_k
+
+    ``ops`` are Op objects or names from :data:`OPS`. ``keep`` names ops whose
+    output is still needed after the chain, which the fused kernel must write
+    too: a fused residual-add + RMSNorm writes the new residual stream as well
+    as the normalized output.
+    """
+    ops = _check_ops(ops)
+    n = size(n, "n")
+    b = dtypes.bytes_per_element(bytes_per_element)
+    keep = (keep,) if isinstance(keep, str) else tuple(keep)
+    names = [op.name for op in ops[:-1]]
+    for name in keep:
+        if name not in names:
+            raise InvalidValue(f"keep: {name!r} is not an op before the last in this chain; "
+                               f"expected some of: {', '.join(names) or '(none)'}.")
+    kernels = tuple(elementwise(n, op.flops_per_element, op.reads, op.writes, b) for op in ops)
+    unfused = sum(kernels)
+    reads = ops[0].reads + sum(op.reads - 1 for op in ops[1:])
+    writes = ops[-1].writes + sum(op.writes for op in ops[:-1] if op.name in keep)
+    flops_per_element = sum(op.flops_per_element for op in ops)
+    fused = elementwise(n, flops_per_element, reads, writes, b)
+    return ChainCost(tuple(op.name for op in ops), n, kernels, unfused, fused, launches_unfused=len(ops))
+
+
+def mlp_block(tokens, d_model, d_ff, bytes_per_element=2) -> dict:
+    """HBM bytes of RMSNorm -> Linear -> SiLU -> Linear, as 4 kernels vs 1 fused kernel (seed 003, ex. 5).
+
+    t tokens, d = d_model, f = d_ff, b bytes per element. Unfused, each kernel
+    round-trips its activation through HBM:
+
+        rmsnorm   read x (t·d),           write t·d
+        up        read t·d + W1 (d·f),    write h (t·f)
+        silu      read t·f,               write t·f
+        down      read t·f + W2 (f·d),    write y (t·d)
+
+    Fused (one kernel, intermediates on chip): read x, the norm weight, W1 and
+    W2 once, write y. That is a lower bound: a real fused kernel tiles the
+    tokens and re-reads weight tiles, mostly from L2.
+
+    The saving is the activation round trips, 2·t·d + 4·t·f elements; both
+    versions read the weights (2·d·f elements). At decode sizes (t of 1 to 16)
+    the weights dominate and fusion saves almost no bytes, only launches. At
+    prefill sizes the activations dominate and the ratio approaches
+    (4·d + 4·f) / (2·d), i.e. 10 for f = 4d.
+    """
+    t, d, f = size(tokens, "tokens"), size(d_model, "d_model"), size(d_ff, "d_ff")
+    b = dtypes.bytes_per_element(bytes_per_element)
+    kernels = {
+        "rmsnorm": rmsnorm(t, d, b),
+        "up_proj": gemm(t, f, d, b),
+        "silu": elementwise(t * f, SILU_FLOPS_PER_ELEMENT, 1, 1, b),
+        "down_proj": gemm(t, d, f, b),
+    }
+    unfused = sum(kernels.values())
+    flops = unfused.flops
+    weights = (d + d * f + f * d) * b  # norm weight, W1, W2
+    fused = Cost(flops, weights + 2 * t * d * b)  # plus x in, y out
+    return {
+        "tokens": t, "d_model": d, "d_ff": f, "bytes_per_element": b,
+        "flops": flops,
+        "kernels": {name: k.to_dict() for name, k in kernels.items()},
+        "unfused_bytes": unfused.bytes,
+        "fused_bytes": fused.bytes,
+        "weight_bytes": weights,
+        "bytes_saved": unfused.bytes - fused.bytes,
+        "traffic_ratio": unfused.bytes / fused.bytes,
+        "unfused_intensity": unfused.intensity,
+        "fused_intensity": fused.intensity,
+        "launches_unfused": len(kernels),
+        "launches_fused": 1,
+    }
+
+
+# --- a decoder layer, kernel by kernel (seed 003, exercise 3) --------------------------
+
+# An unfused pre-norm decoder layer (Llama style: RMSNorm, rotary, SwiGLU), one kernel per op,
+# as eager PyTorch launches them.
+DECODER_LAYER_KERNELS: tuple[str, ...] = (
+    "rmsnorm_attn", "q_proj", "k_proj", "v_proj", "rotary",
+    "attention_scores", "mask_softmax", "attention_values", "out_proj", "residual_add_attn",
+    "rmsnorm_mlp", "gate_proj", "up_proj", "silu", "mul", "down_proj", "residual_add_mlp",
+)
+
+# Fused kernel -> the unfused kernels it replaces, using seed 003's four patterns:
+_GROUPS: dict[str, tuple[str, ...]] = {
+    # norm + linear: RMSNorm(x)·W = diag(1/rms(x)) · (x ⊙ g) · W, so g folds into W and
+    # the per-row 1/rms is applied in the GEMM's epilogue; Q, K, V weights are concatenated
+    "rmsnorm_qkv_proj": ("rmsnorm_attn", "q_proj", "k_proj", "v_proj"),
+    # FlashAttention: rotary on the Q/K tiles as they load, then QK^T, mask, online softmax, @V
+    "flash_attention": ("rotary", "attention_scores", "mask_softmax", "attention_values"),
+    # residual add in the GEMM epilogue
+    "out_proj_residual": ("out_proj", "residual_add_attn"),
+    # norm + linear again, gate and up concatenated, SiLU(gate) * up in the epilogue
+    "rmsnorm_gate_up_swiglu": ("rmsnorm_mlp", "gate_proj", "up_proj", "silu", "mul"),
+    "down_proj_residual": ("down_proj", "residual_add_mlp"),
+}
+FUSED_DECODER_LAYER_KERNELS: tuple[str, ...] = tuple(_GROUPS)
+
+
+def fusion_groups() -> dict[str, tuple[str, ...]]:
+    """Fused kernel -> the unfused kernels of :data:`DECODER_LAYER_KERNELS` it replaces."""
+    return dict(_GROUPS)
+
+
+# --- Amdahl's law ----------------------------------------------------------------------
+
+
+def _speedup(speedup):
+    if isinstance(speedup, (int, float)) and not isinstance(speedup, bool) and speedup == math.inf:
+        return math.inf
+    return positive(speedup, "speedup")
+
+
+def amdahl(fraction, speedup) -> float:
+    """S = 1 / ((1 - p) + p / s): the whole's speed-up when a part taking p of the time runs s times faster.
+
+    ``speedup`` may be ``math.inf`` (the part vanishes): then S = 1 / (1 - p).
+    Amdahl, "Validity of the single processor approach...", AFIPS 1967.
+
+    >>> round(amdahl(0.1, 2), 4), round(amdahl(0.1, math.inf), 4)
+    (1.0526, 1.1111)
+    """
+    p, s = _fraction(fraction, "fraction"), _speedup(speedup)
+    remaining = (1 - p) + p / s
+    return math.inf if remaining == 0 else 1 / remaining
+
+
+def amdahl_time_saved(fraction, speedup) -> float:
+    """1 - 1/S = p · (1 - 1/s): the share of the runtime saved; at most p.
+
+    >>> amdahl_time_saved(0.1, math.inf)
+    0.1
+    """
+    p, s = _fraction(fraction, "fraction"), _speedup(speedup)
+    return p * (1 - 1 / s)

@@ -1,0 +1,256 @@
+"""Fusion's HBM traffic, counted tensor by tensor in the tests; the decoder-layer grouping; Amdahl's law."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofkit import fusion, hardware
+from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision
+from roofkit.fusion import OPS, Op
+
+N = 4096 * 4096  # elements of one activation: 4,096 tokens x d_model 4,096
+
+
+# --- chains of elementwise ops ----------------------------------------------------------
+
+
+def test_bias_gelu_chain_counted_by_hand():
+    b = 2
+    c = fusion.chain(["bias_add", "gelu"], N, bytes_per_element=b)
+    # unfused: bias_add reads x, writes y1; gelu reads y1, writes y2: four tensors of N elements
+    assert c.unfused.bytes == 4 * N * b
+    # fused: read x, write y2
+    assert c.fused.bytes == 2 * N * b
+    assert c.unfused.flops == c.fused.flops == (1 + 8) * N
+    assert c.bytes_saved == 2 * N * b and c.traffic_ratio == 2
+    assert (c.launches_unfused, c.launches_fused) == (2, 1)
+    assert c.fused.intensity == pytest.approx(9 / 4)  # FLOP/byte, still far below any ridge
+
+
+def test_residual_rmsnorm_chain_counted_by_hand():
+    b = 2
+    c = fusion.chain(["residual_add", "rmsnorm"], N, bytes_per_element=b)
+    # unfused: add reads x and r, writes h; rmsnorm reads h, writes y: 5 tensors
+    assert c.unfused.bytes == 5 * N * b
+    # fused, h never leaves the chip: read x and r, write y
+    assert c.fused.bytes == 3 * N * b
+    # the residual stream h is needed by the next residual add: a real kernel writes it too
+    kept = fusion.chain(["residual_add", "rmsnorm"], N, bytes_per_element=b, keep=["residual_add"])
+    assert kept.fused.bytes == 4 * N * b and kept.unfused.bytes == 5 * N * b
+
+
+def test_a_longer_chain_with_two_input_ops():
+    # bias_add -> gelu -> dropout -> residual_add -> scale, in FP32
+    b = 4
+    c = fusion.chain(["bias_add", "gelu", "dropout", "residual_add", "scale"], N, bytes_per_element="fp32")
+    tensors_unfused = 2 + 2 + 2 + 3 + 2
+    tensors_fused = 1 + 1 + 1  # x and the residual in, the result out
+    assert c.unfused.bytes == tensors_unfused * N * b and c.fused.bytes == tensors_fused * N * b
+    assert c.traffic_ratio == pytest.approx(11 / 3)
+    assert c.launches_unfused == 5
+
+
+def test_one_op_gains_nothing_from_fusion():
+    c = fusion.chain(["gelu"], N)
+    assert c.unfused == c.fused and c.traffic_ratio == 1 and c.bytes_saved == 0
+    assert c.fused.intensity == 2  # seed 000's GELU quiz: 8 FLOPs over 4 bytes, independent of n
+
+
+def test_custom_ops_and_names_mix():
+    swish_beta = Op("swish_beta", 5)
+    c = fusion.chain([swish_beta, "mul"], 1000, bytes_per_element=1)
+    assert c.unfused.bytes == (2 + 3) * 1000 and c.fused.bytes == (2 + 1) * 1000
+    assert c.ops == ("swish_beta", "mul")
+
+
+def test_time_is_memory_time_plus_launches():
+    h100 = hardware.get("h100")
+    c = fusion.chain(["bias_add", "gelu"], N)
+    assert c.fused.intensity < h100.ridge("bf16")  # memory-bound, so time = bytes / bandwidth
+    no_overhead = c.time("h100", "bf16", launch_overhead_s=0)
+    assert no_overhead["unfused_s"] == pytest.approx(c.unfused.bytes / h100.bandwidth)
+    assert no_overhead["fused_s"] == pytest.approx(c.fused.bytes / h100.bandwidth)
+    assert no_overhead["speedup"] == pytest.approx(c.traffic_ratio)
+    default = c.time("h100", "bf16")
+    assert default["launch_overhead_s"] == fusion.DEFAULT_LAUNCH_OVERHEAD_S == 5e-6
+    assert default["unfused_s"] == pytest.approx(no_overhead["unfused_s"] + 2 * 5e-6)
+    # tiny tensors: launches dominate and the speed-up tends to the launch ratio
+    tiny = fusion.chain(["bias_add", "gelu", "scale"], 1024).time("h100", "bf16")
+    assert tiny["speedup"] == pytest.approx(3, rel=1e-3)
+
+
+def test_to_dict_is_json_ready():
+    import json
+
+    data = json.loads(json.dumps(fusion.chain(["bias_add", "gelu"], 1024).to_dict()))
+    assert data["traffic_ratio"] == 2 and data["fused"]["bytes"] == 2 * 1024 * 2
+
+
+# --- seed 003, exercise 5: RMSNorm -> Linear -> SiLU -> Linear -------------------------
+
+
+def _mlp_bytes_by_hand(t, d, f, b):
+    weights = d + d * f + f * d  # norm weight, W1, W2
+    unfused = (t * d + d + t * d) + (t * d + d * f + t * f) + (t * f + t * f) + (t * f + f * d + t * d)
+    fused = t * d + weights + t * d
+    return unfused * b, fused * b, weights * b
+
+
+@pytest.mark.parametrize("tokens", [1, 4, 16, 512, 4096, 16384])
+def test_mlp_block_bytes_counted_by_hand(tokens):
+    d, f, b = 4096, 4 * 4096, 2
+    r = fusion.mlp_block(tokens, d, f, bytes_per_element=b)
+    unfused, fused, weights = _mlp_bytes_by_hand(tokens, d, f, b)
+    assert r["unfused_bytes"] == unfused and r["fused_bytes"] == fused and r["weight_bytes"] == weights
+    assert r["bytes_saved"] == (2 * tokens * d + 4 * tokens * f) * b
+    assert r["flops"] == 2 * (2 * tokens * d * f) + 4 * tokens * d + 4 * tokens * f
+    assert (r["launches_unfused"], r["launches_fused"]) == (4, 1)
+
+
+def test_mlp_block_decode_vs_prefill():
+    d, f = 4096, 4 * 4096
+    # decode (1 to 16 tokens): the weights dominate both versions, fusion saves under 1% of the bytes
+    for tokens in (1, 16):
+        assert fusion.mlp_block(tokens, d, f)["traffic_ratio"] < 1.01
+    # prefill: the activation round trips dominate; the ratio climbs toward (4d + 4f) / 2d = 10
+    assert fusion.mlp_block(4096, d, f)["traffic_ratio"] == pytest.approx(2.8, abs=0.01)
+    assert fusion.mlp_block(1e8, d, f)["traffic_ratio"] == pytest.approx(10, rel=0.01)
+
+
+# --- seed 003, exercise 3: a decoder layer's kernels before and after ------------------
+
+
+def test_fusion_groups_cover_every_unfused_kernel_exactly_once():
+    groups = fusion.fusion_groups()
+    members = [k for kernels in groups.values() for k in kernels]
+    assert sorted(members) == sorted(fusion.DECODER_LAYER_KERNELS)
+    assert len(members) == len(set(members))
+    assert tuple(groups) == fusion.FUSED_DECODER_LAYER_KERNELS
+    # kernels keep their order: the fused layer runs the same computation front to back
+    assert tuple(members) == fusion.DECODER_LAYER_KERNELS
+
+
+def test_fusion_cuts_the_kernel_count():
+    before, after = len(fusion.DECODER_LAYER_KERNELS), len(fusion.FUSED_DECODER_LAYER_KERNELS)
+    assert before >= 10 and after <= 5  # seed 003: "10 separate operations -> 3-4 fused kernels"
+    assert "flash_attention" in fusion.FUSED_DECODER_LAYER_KERNELS
+
+
+def test_fusion_groups_returns_a_copy():
+    fusion.fusion_groups().clear()
+    assert fusion.fusion_groups()
+
+
+# --- Amdahl's law ---------------------------------------------------------------------
+
+
+def test_seed_004_amdahl_example():
+    # halve a 10 ms part of a 100 ms step: 10 -> 5 ms, 100 -> 95 ms
+    assert fusion.amdahl(0.1, 2) == pytest.approx(100 / 95)
+    assert fusion.amdahl_time_saved(0.1, 2) == pytest.approx(5 / 100)
+    # make it infinitely fast: 100 -> 90 ms, at most 10% saved
+    assert fusion.amdahl(0.1, math.inf) == pytest.approx(100 / 90)
+    assert fusion.amdahl_time_saved(0.1, math.inf) == pytest.approx(0.1)
+
+
+def test_amdahl_edges():
+    assert fusion.amdahl(1, 4) == 4  # the whole program sped up
+    assert fusion.amdahl(1, math.inf) == math.inf
+    assert fusion.amdahl(0.5, 1) == 1
+    assert fusion.amdahl(0.5, 0.5) == pytest.approx(1 / 1.5)  # a slowdown is allowed
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=st.floats(1e-6, 1.0), s1=st.floats(1e-3, 1e6), s2=st.floats(1e-3, 1e6))
+def test_amdahl_properties(p, s1, s2):
+    lo, hi = sorted((s1, s2))
+    assert fusion.amdahl(p, lo) <= fusion.amdahl(p, hi) * (1 + 1e-12)  # monotone in the part's speed-up
+    if p < 1:
+        assert fusion.amdahl(p, hi) <= 1 / (1 - p) * (1 + 1e-12)  # bounded by the untouched part
+    assert fusion.amdahl_time_saved(p, hi) == pytest.approx(1 - 1 / fusion.amdahl(p, hi), abs=1e-12)
+    assert fusion.amdahl_time_saved(p, hi) <= p
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5, math.nan, "half"])
+def test_amdahl_fraction_must_be_in_unit_interval(fraction):
+    with pytest.raises(InvalidValue, match=r"^fraction must be a fraction in \(0, 1\]"):
+        fusion.amdahl(fraction, 2)
+    with pytest.raises(InvalidValue, match=r"\(0, 1\]"):
+        fusion.amdahl_time_saved(fraction, 2)
+
+
+@pytest.mark.parametrize("speedup", [0, -2, math.nan, -math.inf, None])
+def test_amdahl_speedup_must_be_positive(speedup):
+    with pytest.raises(InvalidValue, match=r"^speedup must be a finite number greater than 0"):
+        fusion.amdahl(0.1, speedup)
+
+
+# --- refusals and robustness ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ops, message", [
+    ([], r"non-empty list of Op objects or names from: bias_add, gelu"),
+    (["gelu", "geluu"], r"got 'geluu'"),
+    (42, r"got 42"),
+    ([OPS["gelu"], Op("source", 1, reads=0)], r"source reads nothing"),
+])
+def test_chain_refuses_bad_ops(ops, message):
+    with pytest.raises(InvalidValue, match=message):
+        fusion.chain(ops, 1024)
+
+
+def test_chain_refuses_bad_sizes_and_keep():
+    with pytest.raises(InvalidValue, match=r"^n must be"):
+        fusion.chain(["gelu"], 0)
+    with pytest.raises(InvalidValue, match=r"keep: 'gelu' is not an op before the last"):
+        fusion.chain(["bias_add", "gelu"], 1024, keep="gelu")
+    with pytest.raises(UnknownPrecision, match=r"Unknown precision 'fp12'"):
+        fusion.chain(["gelu"], 1024, bytes_per_element="fp12")
+    with pytest.raises(UnknownHardware, match=r"Unknown accelerator 'h1000'"):
+        fusion.chain(["gelu"], 1024).time("h1000", "bf16")
+    with pytest.raises(InvalidValue, match=r"^launch_overhead_s must be"):
+        fusion.chain(["gelu"], 1024).time("h100", "bf16", launch_overhead_s=-1)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"flops_per_element": -1}, r"^x: flops_per_element must be"),
+    ({"flops_per_element": 1, "reads": 1.5}, r"^x: reads counts whole tensors"),
+    ({"flops_per_element": 1, "writes": 0}, r"^x: writes counts whole tensors, so it must be an integer of at least 1"),
+])
+def test_op_refuses_bad_counts(kwargs, message):
+    with pytest.raises(InvalidValue, match=message):
+        Op("x", **kwargs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(OPS)), min_size=1, max_size=8),
+       n=st.integers(1, 10**9), b=st.sampled_from([0.5, 1, 2, 4, "bf16", "fp8"]))
+def test_fusion_never_adds_traffic(names, n, b):
+    c = fusion.chain(names, n, bytes_per_element=b)
+    assert c.fused.flops == c.unfused.flops
+    assert c.fused.bytes <= c.unfused.bytes and c.traffic_ratio >= 1
+    assert c.fused.intensity >= c.unfused.intensity * (1 - 1e-12)
+    assert c.launches_unfused == len(names)
+
+
+anything = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+                     st.text(max_size=6), st.sampled_from(["gelu", "bf16", "h100", "4096"]),
+                     st.lists(st.sampled_from(sorted(OPS) + ["nope", 3]), max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(which=st.sampled_from(["chain", "mlp_block", "amdahl", "amdahl_time_saved", "time"]), data=st.data())
+def test_random_inputs_raise_only_roofkit_errors(which, data):
+    try:
+        if which == "chain":
+            fusion.chain(*data.draw(st.tuples(anything, anything, anything)))
+        elif which == "mlp_block":
+            fusion.mlp_block(*data.draw(st.tuples(anything, anything, anything, anything)))
+        elif which == "time":
+            fusion.chain(["gelu"], 1024).time(*data.draw(st.tuples(anything, anything, anything)))
+        else:
+            getattr(fusion, which)(*data.draw(st.tuples(anything, anything)))
+    except RoofkitError:
+        pass
