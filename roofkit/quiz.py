@@ -223,6 +223,8 @@ def _numeric(question: Question, answer) -> Verdict:
         wrong = next((m for m in question.misconceptions if m.unit), None)
         return Verdict(question.id, False, f"{error} {wrong.feedback if wrong else ''}".strip(),
                        wrong.name if wrong else "unit", answer)
+    except RoofkitError:
+        raise
     except (TypeError, ValueError):
         raise InvalidValue(f"a number is expected for {question.id}; got {answer!r}.") from None
     if _close(value, key, question.rtol):
