@@ -20,13 +20,13 @@ from tokenize import TokenError  # pint raises it for unbalanced input
 
 from .errors import InvalidValue, UnitMismatch
 
-__all__ = ["size", "positive", "nonnegative", "fraction", "quantity", "SUFFIXES"]
+__all__ = ["size", "positive", "nonnegative", "fraction", "quantity", "is_symbolic", "SUFFIXES"]
 
 SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
 _SIZE = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([kmbgtp]?)\s*$", re.I)
 
 
-def _is_symbolic(value) -> bool:
+def is_symbolic(value) -> bool:
     """True for sympy expressions, which the formulas accept unchecked."""
     return type(value).__module__.startswith("sympy")
 
@@ -46,7 +46,7 @@ def size(value, name: str = "size"):
 
 
 def _check(value, name: str, ok, what: str):
-    if _is_symbolic(value):
+    if is_symbolic(value):
         return value
     if isinstance(value, bool) or value is None:
         raise InvalidValue(f"{name} must be {what}; got {value!r}.")

@@ -1,0 +1,401 @@
+"""FLOPs, bytes and arithmetic intensity of the kernels in a transformer.
+
+    I = FLOPs / bytes                                          [FLOP/byte]
+
+Counting conventions:
+
+* An FMA (a*b + c) is 2 FLOPs, so a GEMM C[M,N] = A[M,K] @ B[K,N] costs 2MNK.
+* Bytes are HBM traffic under the ideal traffic model: each kernel, as it is
+  launched, reads every operand from HBM once and writes every output once.
+  Caches, re-reads between tiles and launch overhead are ignored (the
+  "idealized traffic model" of the course's seed 004; Williams, Waterman &
+  Patterson, "Roofline", CACM 52(4), 2009). Two kernels that pass a tensor
+  between them pay for it twice: written by one, read by the next.
+
+Each formula is written once, with plain arithmetic, and serves three uses:
+
+    >>> gemm(4096, 4096, 4096, "bf16").intensity          # numbers
+    1365.3333333333333
+    >>> import numpy as np
+    >>> gemm(np.array([1, 4096]), 4096, 4096).intensity    # arrays broadcast
+    array([9.99511957e-01, 1.36533333e+03])
+    >>> import sympy
+    >>> n, b, M = sympy.symbols("n b M", positive=True)     # symbols: the algebra
+    >>> sympy.simplify(gemm(n, n, n, b).intensity)
+    2*n/(3*b)
+    >>> sympy.limit(gemm(M, n, n, b).intensity, n, sympy.oo)   # matmul intensity ~ batch
+    2*M/b
+
+:func:`symbolic` fills every size with its textbook letter for you:
+``symbolic(gemm)`` -> ``Cost(flops=2*K*M*N, bytes=b*(K*M + K*N + M*N))``.
+A numeric call never imports sympy; numbers are validated, sympy expressions pass unchecked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import dtypes
+from .errors import InvalidValue
+from .units import is_symbolic, nonnegative, positive
+
+__all__ = [
+    "Cost", "gemm", "gemv", "batched_matmul", "gemm_padded", "elementwise", "reduction",
+    "rmsnorm", "layernorm", "softmax", "attention_naive_kernels", "attention_naive",
+    "attention_fused", "mlp_ops", "mlp", "transformer_layer_ops", "transformer_layer",
+    "symbolic", "SYMBOLS", "RMSNORM_FLOPS_PER_ELEMENT", "LAYERNORM_FLOPS_PER_ELEMENT",
+    "SOFTMAX_FLOPS_PER_ELEMENT", "GELU_FLOPS_PER_ELEMENT", "SILU_FLOPS_PER_ELEMENT",
+]
+
+# FLOPs per element of the non-GEMM ops. These are conventions, not measurements:
+# papers and tools disagree, and PyTorch's FlopCounterMode counts all of them as 0
+# (it counts only matmuls and convolutions).
+RMSNORM_FLOPS_PER_ELEMENT = 4    # square, accumulate, scale by rsqrt(mean), scale by weight
+LAYERNORM_FLOPS_PER_ELEMENT = 7  # accumulate mean, subtract, square, accumulate, scale, *gamma, +beta
+SOFTMAX_FLOPS_PER_ELEMENT = 5    # max, subtract, exp, sum, divide
+GELU_FLOPS_PER_ELEMENT = 8       # the tanh approximation, as in seed 000's GELU quiz
+SILU_FLOPS_PER_ELEMENT = 4       # x / (1 + exp(-x)): negate, exp, add, divide
+
+
+class Cost(NamedTuple):
+    """What a kernel (or a sum of kernels) costs: ``flops`` [FLOP] and HBM ``bytes`` [byte].
+
+    Costs add (``sum(ops.values())``) and scale (``3 * cost``, ``cost.scale(3)``);
+    each field is a number, a numpy array or a sympy expression.
+    """
+
+    flops: Any
+    bytes: Any
+
+    __array_ufunc__ = None  # np.float64(2) * cost -> Cost.__rmul__, not an array of two numbers
+
+    @property
+    def intensity(self):
+        """Arithmetic intensity I = flops / bytes, in FLOP/byte."""
+        return self.flops / self.bytes
+
+    def __add__(self, other):
+        if isinstance(other, Cost):
+            return Cost(self.flops + other.flops, self.bytes + other.bytes)
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
+            return self  # so that sum(costs) works
+        return NotImplemented
+
+    def scale(self, k):
+        """The cost of running this kernel ``k`` times (k > 0)."""
+        k = positive(k, "k")
+        return Cost(k * self.flops, k * self.bytes)
+
+    __mul__ = __rmul__ = scale
+
+    def to_dict(self) -> dict:
+        """{'flops', 'bytes', 'intensity'}; numpy scalars become Python numbers (JSON-ready)."""
+        plain = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731
+        return {"flops": plain(self.flops), "bytes": plain(self.bytes), "intensity": plain(self.intensity)}
+
+
+def _size(value, name: str):
+    """A validated positive size. Integer numpy values become float64, which cannot wrap around."""
+    value = positive(value, name)
+    if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "iu":
+        return value.astype(np.float64)
+    return value
+
+
+def _bytes(value):
+    """Bytes per element: a number, an array, a sympy expression or a precision name ('bf16')."""
+    return _size(dtypes.bytes_per_element(value), "bytes_per_element")
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidValue(f"{name} must be True or False; got {value!r}.")
+    return bool(value)
+
+
+def _ceil(x):
+    """Ceiling of a number, a numpy array or a sympy expression."""
+    if is_symbolic(x):
+        import sympy
+
+        return sympy.ceiling(x)
+    if isinstance(x, (int, float)):
+        return math.ceil(x) if math.isfinite(x) else x
+    return np.ceil(x)
+
+
+def _total(ops: dict[str, Cost]) -> Cost:
+    return sum(ops.values())
+
+
+# --- matrix products ---------------------------------------------------------
+
+
+def gemm(m, n, k, bytes_per_element=2) -> Cost:
+    """C[m,n] = A[m,k] @ B[k,n], with b bytes per element.
+
+        FLOPs = 2MNK                 (MNK multiply-adds, 2 FLOPs each)
+        bytes = (MK + KN + MN) b     (read A and B once, write C once)
+
+    Square (M = N = K = n): I = 2n/(3b), n/3 in FP16 (seed 004).
+    """
+    M, N, K, b = _size(m, "m"), _size(n, "n"), _size(k, "k"), _bytes(bytes_per_element)
+    return Cost(2 * M * N * K, (M * K + K * N + M * N) * b)
+
+
+def gemv(n, k, bytes_per_element=2) -> Cost:
+    """A GEMM with M = 1, y[1,n] = x[1,k] @ W[k,n]: one decode step through a weight.
+
+    I = 2NK / ((K + KN + N) b) -> 2/b for large N, K: about 1 FLOP/byte in BF16, memory-bound.
+    """
+    return gemm(1, n, k, bytes_per_element)
+
+
+def batched_matmul(batch, m, n, k, bytes_per_element=2) -> Cost:
+    """``batch`` independent GEMMs [m,k] @ [k,n] (torch.bmm): batch x gemm(m, n, k)."""
+    return gemm(m, n, k, bytes_per_element).scale(_size(batch, "batch"))
+
+
+def gemm_padded(m, n, k, tile=128):
+    """FLOPs a tiled kernel executes when each dimension is padded up to a multiple of ``tile``.
+
+        2 M'N'K',   M' = t * ceil(M / t)  (and so for N', K')
+
+    A 130 x 130 x 130 product on 128-tiles runs 2 * 256^3 = 33,554,432 FLOPs for
+    4,394,000 useful ones: MFU = HFU x 0.131 (seed 004). Returns FLOPs only.
+    """
+    t = _size(tile, "tile")
+    M, N, K = (_ceil(_size(v, name) / t) * t for v, name in ((m, "m"), (n, "n"), (k, "k")))
+    return gemm(M, N, K).flops
+
+
+# --- elementwise ops, reductions and norms -------------------------------------
+
+
+def elementwise(n, flops_per_element=1, reads=1, writes=1, bytes_per_element=2) -> Cost:
+    """An op over n elements that reads ``reads`` tensors and writes ``writes`` tensors of n elements.
+
+        FLOPs = n f,    bytes = n (r + w) b,    I = f / ((r + w) b), independent of n
+
+    GELU in FP16 (f = 8, r = w = 1): I = 2. Vector add in FP16 (f = 1, r = 2, w = 1): I = 1/6.
+    """
+    N = _size(n, "n")
+    f = nonnegative(flops_per_element, "flops_per_element")
+    r, w = nonnegative(reads, "reads"), nonnegative(writes, "writes")
+    positive(r + w, "reads + writes")
+    return Cost(N * f, N * (r + w) * _bytes(bytes_per_element))
+
+
+def reduction(rows, cols, bytes_per_element=2) -> Cost:
+    """Sum over the last axis of a [rows, cols] tensor.
+
+        FLOPs = R C     (one add per element)
+        bytes = (R C + R) b     (read the tensor, write one value per row)
+    """
+    R, C, b = _size(rows, "rows"), _size(cols, "cols"), _bytes(bytes_per_element)
+    return Cost(R * C, (R * C + R) * b)
+
+
+def _rowwise(tokens, d, flops_per_element, weight_vectors, bytes_per_element) -> Cost:
+    """Read x[T, d] and ``weight_vectors`` vectors of size d, write y[T, d]."""
+    T, D, b = _size(tokens, "tokens"), _size(d, "d"), _bytes(bytes_per_element)
+    return elementwise(T * D, flops_per_element, 1, 1, b) + Cost(0, weight_vectors * D * b)
+
+
+def rmsnorm(tokens, d, bytes_per_element=2) -> Cost:
+    """RMSNorm of T vectors of size d: y = x / rms(x) * g.
+
+        FLOPs = 4 T d   (RMSNORM_FLOPS_PER_ELEMENT, a convention; FlopCounterMode counts 0)
+        bytes = (2 T d + d) b   (read x and the weight g, write y)
+    """
+    return _rowwise(tokens, d, RMSNORM_FLOPS_PER_ELEMENT, 1, bytes_per_element)
+
+
+def layernorm(tokens, d, bytes_per_element=2) -> Cost:
+    """LayerNorm of T vectors of size d: y = (x - mean) / std * gamma + beta.
+
+        FLOPs = 7 T d   (LAYERNORM_FLOPS_PER_ELEMENT, a convention; FlopCounterMode counts 0)
+        bytes = (2 T d + 2 d) b   (read x, gamma and beta, write y)
+    """
+    return _rowwise(tokens, d, LAYERNORM_FLOPS_PER_ELEMENT, 2, bytes_per_element)
+
+
+def softmax(rows, cols, bytes_per_element=2) -> Cost:
+    """Softmax along the last axis of a [rows, cols] tensor.
+
+        FLOPs = 5 R C   (SOFTMAX_FLOPS_PER_ELEMENT, a convention; FlopCounterMode counts 0)
+        bytes = 2 R C b     (read the input, write the output): I = 5/(2b), 1.25 in BF16
+    """
+    R, C = _size(rows, "rows"), _size(cols, "cols")
+    return elementwise(R * C, SOFTMAX_FLOPS_PER_ELEMENT, 1, 1, bytes_per_element)
+
+
+# --- attention -------------------------------------------------------------------
+
+
+def _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq):
+    B, H = _size(batch, "batch"), _size(heads, "heads")
+    s, d_h, b = _size(seq, "seq"), _size(head_dim, "head_dim"), _bytes(bytes_per_element)
+    s_kv = s if kv_seq is None else _size(kv_seq, "kv_seq")
+    return B, H, s, d_h, b, s_kv
+
+
+def attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None) -> dict[str, Cost]:
+    """Attention as three kernels, the scores S and probabilities P going through HBM.
+
+    Per batch element and head, with s queries, s_kv keys (default s) and head
+    size d_h (decode: seq = 1, kv_seq = the context length):
+
+        'qk'       S = Q K^T      [s, d_h] @ [d_h, s_kv]   reads Q, K; writes S (s x s_kv)
+        'softmax'  P = softmax(S)                           reads S; writes P
+        'pv'       O = P V        [s, s_kv] @ [s_kv, d_h]   reads P, V; writes O
+
+    The 1/sqrt(d_h) scale and any causal mask are ignored (every score is computed).
+    """
+    B, H, s, d_h, b, s_kv = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq)
+    return {
+        "qk": batched_matmul(B * H, s, s_kv, d_h, b),
+        "softmax": softmax(B * H * s, s_kv, b),
+        "pv": batched_matmul(B * H, s, d_h, s_kv, b),
+    }
+
+
+def attention_naive(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None) -> Cost:
+    """The sum of :func:`attention_naive_kernels`: about 4 B H s s_kv d_h FLOPs, O(s s_kv) bytes."""
+    return _total(attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element, kv_seq))
+
+
+def attention_fused(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None) -> Cost:
+    """FlashAttention-style: one kernel, the s x s_kv scores stay on chip (Dao et al., arXiv:2205.14135).
+
+        FLOPs = those of the naive kernels (same math)
+        bytes = B H (2 s + 2 s_kv) d_h b    (read Q, K, V once, write O once)
+
+    For s = s_kv and one head, I ~ s/b: it grows with the sequence. Seed 000's practice
+    problem 1 (s = d_h = 8192, BF16): 4 s d_h b = 5.37e8 bytes and I = 4.1e3, far above
+    the ridge (the seed's 1.1e8 bytes and I ~ 2e4 are an arithmetic slip).
+    """
+    B, H, s, d_h, b, s_kv = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq)
+    naive = attention_naive(B, H, s, d_h, b, s_kv)
+    return Cost(naive.flops, B * H * (2 * s + 2 * s_kv) * d_h * b)
+
+
+# --- MLP and transformer layer -----------------------------------------------------
+
+
+def mlp_ops(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> dict[str, Cost]:
+    """The kernels of a transformer MLP on T tokens, d -> d_ff -> d.
+
+        'up'    gemm(T, d_ff, d)              x @ W_up
+        'gate'  gemm(T, d_ff, d)              x @ W_gate (gated only)
+        'act'   GELU(up): 8 FLOPs per element, 1 read, 1 write; or, gated (SwiGLU),
+                SiLU(gate) * up: 4 + 1 FLOPs per element, 2 reads, 1 write
+        'down'  gemm(T, d, d_ff)              h @ W_down
+    """
+    T, d, f = _size(tokens, "tokens"), _size(d_model, "d_model"), _size(d_ff, "d_ff")
+    b = _bytes(bytes_per_element)
+    ops = {"up": gemm(T, f, d, b)}
+    if _flag(gated, "gated"):
+        ops["gate"] = gemm(T, f, d, b)
+        ops["act"] = elementwise(T * f, SILU_FLOPS_PER_ELEMENT + 1, 2, 1, b)
+    else:
+        ops["act"] = elementwise(T * f, GELU_FLOPS_PER_ELEMENT, 1, 1, b)
+    ops["down"] = gemm(T, d, f, b)
+    return ops
+
+
+def mlp(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> Cost:
+    """The sum of :func:`mlp_ops`."""
+    return _total(mlp_ops(tokens, d_model, d_ff, bytes_per_element, gated))
+
+
+def transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
+                          fused_attention=True, kv_seq=None) -> dict[str, Cost]:
+    """Every kernel of one pre-norm decoder layer on T = B s tokens, in order:
+
+        'norm1'      rmsnorm(T, d)
+        'qkv'        gemm(T, 3d, d)             the Q, K and V projections in one GEMM
+        'attn'       attention_fused(B, H, s, d/H), or, unfused, the three kernels
+                     'attn.qk', 'attn.softmax', 'attn.pv' of attention_naive_kernels
+        'out'        gemm(T, d, d)              the output projection
+        'residual1'  x + attn: elementwise(T d, 1 FLOP, 2 reads, 1 write)
+        'norm2'      rmsnorm(T, d)
+        'mlp.up', ('mlp.gate',) 'mlp.act', 'mlp.down'     mlp_ops(T, d, d_ff)
+        'residual2'  x + mlp
+
+    The weight GEMMs hold 4 d^2 + 2 d d_ff parameters (3 d d_ff gated), and cost
+    2 FLOPs per parameter per token. For decode, pass seq=1 and kv_seq=context.
+    """
+    B, s, d = _size(batch, "batch"), _size(seq, "seq"), _size(d_model, "d_model")
+    H, b = _size(n_heads, "n_heads"), _bytes(bytes_per_element)
+    if not is_symbolic(d) and not is_symbolic(H) and np.any(np.mod(d, H) != 0):
+        raise InvalidValue(f"d_model must be a multiple of n_heads (each head gets d_model / n_heads "
+                           f"dimensions); got d_model={d!r}, n_heads={H!r}.")
+    T, d_h = B * s, d / H
+    ops = {"norm1": rmsnorm(T, d, b), "qkv": gemm(T, 3 * d, d, b)}
+    if _flag(fused_attention, "fused_attention"):
+        ops["attn"] = attention_fused(B, H, s, d_h, b, kv_seq)
+    else:
+        for name, cost in attention_naive_kernels(B, H, s, d_h, b, kv_seq).items():
+            ops[f"attn.{name}"] = cost
+    residual = elementwise(T * d, 1, 2, 1, b)
+    ops |= {"out": gemm(T, d, d, b), "residual1": residual, "norm2": rmsnorm(T, d, b)}
+    for name, cost in mlp_ops(T, d, d_ff, b, gated).items():
+        ops[f"mlp.{name}"] = cost
+    ops["residual2"] = residual
+    return ops
+
+
+def transformer_layer(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
+                      fused_attention=True, kv_seq=None) -> Cost:
+    """The sum of :func:`transformer_layer_ops`."""
+    return _total(transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element,
+                                        gated, fused_attention, kv_seq))
+
+
+# --- symbolic forms ----------------------------------------------------------------
+
+# parameter name -> the letter the math uses for it
+SYMBOLS = {
+    "m": "M", "n": "N", "k": "K", "batch": "B", "heads": "H", "n_heads": "H",
+    "seq": "s", "kv_seq": "s_kv", "head_dim": "d_h", "d_model": "d", "d": "d", "d_ff": "d_ff",
+    "tokens": "T", "rows": "R", "cols": "C", "tile": "t", "bytes_per_element": "b",
+    "flops_per_element": "f", "reads": "r", "writes": "w",
+}
+
+
+def symbolic(fn, **fixed):
+    """``fn`` called with a positive sympy Symbol for every size not in ``fixed``.
+
+    Flags (``gated``) and optional sizes (``kv_seq=None``) keep their defaults
+    unless fixed; a fixed value may be a number, a precision name or a sympy
+    expression. Returns whatever ``fn`` returns, in symbols:
+
+    >>> symbolic(gemm)
+    Cost(flops=2*K*M*N, bytes=b*(K*M + K*N + M*N))
+    >>> symbolic(elementwise, bytes_per_element="fp16").intensity    # no N left: I is independent of n
+    f/(2*(r + w))
+    >>> symbolic(elementwise, flops_per_element=8, reads=1, writes=1, bytes_per_element="fp16").intensity
+    2
+    >>> symbolic(attention_fused, batch=1, heads=1)
+    Cost(flops=4*d_h*s**2 + 5*s**2, bytes=4*b*d_h*s)
+    """
+    import sympy
+
+    parameters = inspect.signature(fn).parameters
+    unknown = set(fixed) - set(parameters)
+    if unknown:
+        raise InvalidValue(f"{fn.__name__}() has no parameter {', '.join(sorted(unknown))}; "
+                           f"its parameters are: {', '.join(parameters)}.")
+    arguments = dict(fixed)
+    for name, parameter in parameters.items():
+        if name not in fixed and parameter.default is not None and not isinstance(parameter.default, bool):
+            arguments[name] = sympy.Symbol(SYMBOLS.get(name, name), positive=True)
+    return fn(**arguments)
