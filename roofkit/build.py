@@ -17,7 +17,7 @@ Solution markers, inside code cells:
     def intensity(flops, nbytes):
         return flops / nbytes
     # END SOLUTION
-        -> # your code here   (the lines between the markers are removed)
+        -> ...  # your code here   (the lines between the markers are removed)
 
 ``build(check=True)`` writes nothing: it reports the notebooks that are stale,
 comparing the student notebook as a whole and the solution notebook's cells and
@@ -49,7 +49,7 @@ def student_source(source: str) -> str:
         stripped = line.strip()
         if stripped == _BEGIN:
             skipping, indent = True, line[: len(line) - len(line.lstrip())]
-            out.append(f"{indent}# your code here")
+            out.append(f"{indent}...  # your code here")
             continue
         if stripped == _END:
             if not skipping:
