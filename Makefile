@@ -13,7 +13,7 @@ endif
 # PYTEST_ARGS: extra flags for the test run, e.g. PYTEST_ARGS="-k roofline".
 PYTEST_ARGS ?=
 
-.PHONY: lab test venv clean help
+.PHONY: lab test build venv clean help
 
 help:
 	@echo "make lab    open JupyterLab on the course (NO_BROWSER=1 to only print the URL)"
@@ -28,11 +28,21 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Regenerate notebooks/ and solutions/ from lessons/ (for lesson authors).
+build: $(STAMP)
+	$(BIN)/roofkit build
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. $(LAB_ARGS)
 
+# The suite: unit and lesson tests; every solution notebook re-run with its
+# outputs compared (nbval); every student notebook run top to bottom (nbval-lax).
+NBVAL := --nbval-current-env -p no:cacheprovider -n 2 --dist loadfile
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --nbval --nbval-sanitize-with nbval_sanitize.cfg $(NBVAL) solutions
+	$(BIN)/python -m pytest --nbval-lax $(NBVAL) notebooks
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -33,9 +33,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InvalidValue
+from .errors import InvalidValue, RoofkitError
 
-__all__ = ["build", "student_source", "BuildReport", "LESSONS_DIR"]
+__all__ = ["build", "student_source", "BuildReport", "BuildError", "LESSONS_DIR"]
+
+
+class BuildError(RuntimeError, RoofkitError):
+    """A lesson's solution notebook does not run."""
 
 LESSONS_DIR, STUDENT_DIR, SOLUTION_DIR = "lessons", "notebooks", "solutions"
 _LINE_MARK = re.compile(r"^(?P<indent>\s*)(?P<lhs>[^=#\n]+?)\s*=\s*(?P<rhs>.+?)\s*#\s*SOLUTION\s*$")
@@ -117,12 +121,19 @@ def _make(lesson: Path, variant: str):
     return nb
 
 
-def _execute(nb, cwd: Path, timeout: int):
+def _execute(nb, cwd: Path, timeout: int, name: str):
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(cwd)}})
-    client.execute()
+    try:
+        client.execute()
+    except CellTimeoutError:
+        raise BuildError(f"{name}: a cell ran longer than {timeout} s.") from None
+    except CellExecutionError as error:
+        summary = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines()
+        raise BuildError(f"{name}: a cell failed: {summary[-1] if summary else error}") from None
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     return nb
@@ -184,7 +195,7 @@ def build(root: str | Path = ".", check: bool = False, only: list[str] | None = 
         student_path.parent.mkdir(exist_ok=True)
         solution_path.parent.mkdir(exist_ok=True)
         student_path.write_text(student, encoding="utf-8")
-        executed = _execute(solution, solution_path.parent, timeout)
+        executed = _execute(solution, solution_path.parent, timeout, f"{LESSONS_DIR}/{lesson.name}")
         solution_path.write_text(_dump(executed), encoding="utf-8")
         report.written += [str(student_path.relative_to(root)), str(solution_path.relative_to(root))]
     if not only:

@@ -98,7 +98,8 @@ class Question:
         return self.prompt.format(**self.params)
 
     def answer_key(self):
-        return self.key(**self.params)
+        """The right answer for these parameters (for a code question: the reference function)."""
+        return self.key if self.kind == "code" else self.key(**self.params)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "lesson": self.lesson, "kind": self.kind, "points": self.points}
@@ -375,7 +376,12 @@ def ask(question_id: str, **params):
     if hasattr(box, "on_submit"):
         box.continuous_update = False
         box.observe(lambda change: on_check(None), names="value")
-    widget = w.VBox([w.HBox([box, check_button, hint_button]), feedback, hints])
+    class QuestionBox(w.VBox):
+        def __repr__(self):  # what a page without live widgets shows instead of the box
+            return f"(answer box for {question.id}: in JupyterLab, type an answer and press Check)"
+
+    widget = QuestionBox([w.HBox([box, check_button, hint_button]), feedback, hints])
+    widget.add_class("roofkit-question")
     widget.question = question  # for tests and the browser driver
     widget.check_button, widget.answer_box, widget.feedback = check_button, box, feedback
     display(widget)

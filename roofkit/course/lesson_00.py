@@ -1,18 +1,92 @@
-"""Lesson 00, start here: how a question checks your answer."""
+"""Lesson 00, start here: one question of each kind, to learn how checking works."""
 
+from .. import hardware
 from ..quiz import Misconception, Question, register
+
+# An FMA (fused multiply-add, d = a*b + c) is one instruction but two floating-point
+# operations. roofkit's GEMM count 2MNK rests on this (roofkit.formulas.gemm).
+FLOPS_PER_FMA = 2
+
+
+def _n():
+    import sympy
+
+    return sympy.Symbol("n", positive=True)
+
 
 register(
     Question(
-        id="l00.warmup-fma",
+        id="l00.fma-flops",
         lesson="00",
         kind="numeric",
-        prompt="A fused multiply-add d = a*b + c runs {fmas} times. How many FLOPs is that?",
+        prompt="A kernel performs {fmas} fused multiply-adds (d = a*b + c). How many FLOPs is that?",
         params={"fmas": 1000},
-        key=lambda fmas: 2 * fmas,  # one FMA is a multiply and an add: 2 FLOPs (lesson 01)
+        key=lambda fmas: FLOPS_PER_FMA * fmas,
         unit="FLOP",
         rtol=0,
-        hints=("Count the operations inside one FMA: a multiply, then ...", "An FMA is one instruction but two floating-point operations."),
-        misconceptions=(Misconception("fma-is-one-flop", "An FMA is one instruction but two FLOPs: a multiply and an add.", scale=0.5),),
+        hints=(
+            "Count the floating-point operations inside one fused multiply-add.",
+            "d = a*b + c is a multiply followed by an add, done as one instruction.",
+        ),
+        misconceptions=(
+            Misconception("fma-is-one-flop", "An FMA is one instruction but two FLOPs: a multiply and an add.", scale=0.5),
+        ),
+    ),
+    Question(
+        id="l00.bandwidth-units",
+        lesson="00",
+        kind="numeric",
+        prompt="What is the memory bandwidth of the {hw} in the catalog? Answer with a unit, e.g. in GB/s.",
+        params={"hw": "h100"},
+        key=lambda hw: hardware.get(hw).bandwidth,
+        unit="byte/s",
+        rtol=0.005,
+        hints=(
+            "roofkit.hw(name).bandwidth is in bytes per second.",
+            "Write the number with its unit, such as '2000 GB/s'.",
+        ),
+        misconceptions=(
+            Misconception("tb-vs-tib", "Datasheets use decimal units: 1 TB = 10^12 bytes, while 1 TiB = 2^40 bytes "
+                          "(about 10% more). Write TB/s or GB/s.", scale=2**40 / 1e12),
+            Misconception("bits-vs-bytes", "That looks like bits per second; bandwidth is quoted in bytes.", scale=8),
+            Misconception("flop-rate", "That is a compute rate; bandwidth moves bytes.", unit=True),
+        ),
+    ),
+    Question(
+        id="l00.fma-formula",
+        lesson="00",
+        kind="symbolic",
+        prompt="Write the number of FLOPs of n fused multiply-adds as an expression in n.",
+        key=lambda: FLOPS_PER_FMA * _n(),
+        symbols=("n",),
+        hints=("One FMA is how many FLOPs? Multiply by n.",),
+        misconceptions=(
+            Misconception("fma-is-one-flop", "An FMA is two FLOPs, so n FMAs are more than n FLOPs.",
+                          answer=_n),
+        ),
+    ),
+    Question(
+        id="l00.work-or-rate",
+        lesson="00",
+        kind="choice",
+        prompt="A datasheet gives the {hw}'s BF16 peak in TFLOP/s. Is that an amount of work or a rate?",
+        params={"hw": "H100"},
+        choices=("work", "rate"),
+        key=lambda hw: "rate",
+        hints=("Look at the unit: what does the '/s' say?",),
+        misconceptions=(
+            Misconception("flops-vs-flop-per-s", "FLOPs (no '/s') count work; FLOP/s is work per second, a rate.",
+                          answer=lambda hw: "work"),
+        ),
+    ),
+    Question(
+        id="l00.code-flops",
+        lesson="00",
+        kind="code",
+        prompt="Write fma_flops(fmas), returning the FLOPs of that many fused multiply-adds.",
+        key=lambda fmas: FLOPS_PER_FMA * fmas,
+        cases=((1,), (1000,), (7,)),
+        hidden_cases=((0,), (123456789,)),
+        hints=("Return a number computed from fmas.", "Each FMA counts twice."),
     ),
 )
