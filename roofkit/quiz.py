@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
 
-__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "NOT_ANSWERED"]
+__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "use_variant", "current", "NOT_ANSWERED"]
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 NOT_ANSWERED = "not answered yet"
@@ -78,6 +78,8 @@ class Question:
     hints: tuple[str, ...] = ()
     misconceptions: tuple[Misconception, ...] = ()
     points: float = 1.0
+    # class variants: parameter -> the values a student's variant may draw from
+    variants: Mapping[str, tuple] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -135,6 +137,22 @@ class Verdict:
 
 _BANK: dict[str, Question] = {}
 _hints_shown: dict[str, int] = {}
+_variant: dict[str, dict[str, Any]] = {}  # question id -> this notebook's parameters (a class variant)
+
+
+def use_variant(params_by_question: Mapping[str, Mapping[str, Any]]) -> None:
+    """Ask every listed question with these parameters from now on (a release's setup cell calls this)."""
+    for question_id, params in params_by_question.items():
+        get(question_id).with_params(**params)  # validates ids and parameter names
+    _variant.clear()
+    _variant.update({k: dict(v) for k, v in params_by_question.items()})
+
+
+def current(question_id: str | Question) -> Question:
+    """The question as this notebook asks it: with its variant's parameters, if any."""
+    question = get(question_id)
+    params = _variant.get(question.id)
+    return question.with_params(**params) if params else question
 
 
 def register(*new: Question) -> None:
@@ -182,7 +200,7 @@ def check(question_id: str | Question, answer=None, **params) -> Verdict:
     ``params`` asks the question with other numbers (the grader does this for
     each student's variant).
     """
-    question = get(question_id)
+    question = current(question_id)
     if params:
         question = question.with_params(**params)
     verdict = judge(question, answer)
@@ -340,7 +358,7 @@ def ask(question_id: str, **params):
     Outside a live notebook the widget does not render; the prompt is also shown
     as text, and ``check(id, answer)`` works everywhere.
     """
-    question = get(question_id)
+    question = current(question_id)
     if params:
         question = question.with_params(**params)
     from IPython.display import Markdown, display
