@@ -204,8 +204,21 @@ def check(question_id: str | Question, answer=None, **params) -> Verdict:
     if params:
         question = question.with_params(**params)
     verdict = judge(question, answer)
-    _show(verdict, question)
+    record = verdict.record(question.params)
+    if callable(answer):  # the grader re-runs a function from its source, in a clean process
+        record["source"] = _source(answer)
+    _show(verdict, record)
     return verdict
+
+
+def _source(function) -> str | None:
+    import inspect
+    import textwrap
+
+    try:
+        return textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return None
 
 
 def hint(question_id: str) -> str:
@@ -338,7 +351,7 @@ def _digest(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _show(verdict: Verdict, question: Question) -> None:
+def _show(verdict: Verdict, record: dict) -> None:
     """In IPython: the verdict as text plus the answer record; elsewhere: print the verdict."""
     try:
         from IPython import get_ipython
@@ -349,7 +362,7 @@ def _show(verdict: Verdict, question: Question) -> None:
     if get_ipython() is None:
         print(verdict)
         return
-    display({"text/plain": str(verdict), RECORD_MIME: verdict.record(question.params)}, raw=True)
+    display({"text/plain": str(verdict), RECORD_MIME: record}, raw=True)
 
 
 def ask(question_id: str, **params):
