@@ -13,11 +13,12 @@ endif
 # PYTEST_ARGS: extra flags for the test run, e.g. PYTEST_ARGS="-k roofline".
 PYTEST_ARGS ?=
 
-.PHONY: lab test build venv clean help
+.PHONY: lab test build site venv clean help
 
 help:
 	@echo "make lab    open JupyterLab on the course (NO_BROWSER=1 to only print the URL)"
 	@echo "make test   run the whole test suite"
+	@echo "make site   render the course as static HTML in _site/"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "roofkit needs Python 3.11 or newer; this is " + sys.version.split()[0])'
@@ -27,6 +28,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# The course as a static HTML site in _site/ (open _site/index.html).
+site: $(STAMP)
+	$(BIN)/roofkit site
 
 # Regenerate notebooks/ and solutions/ from lessons/ (for lesson authors).
 build: $(STAMP)

@@ -116,7 +116,7 @@ class Verdict:
     answer: Any = None
 
     def __str__(self) -> str:
-        mark = {True: "✅ correct", False: "❌ not yet", None: "… " + NOT_ANSWERED}[self.correct]
+        mark = {True: "✓ correct", False: "✗ not yet", None: "… " + NOT_ANSWERED}[self.correct]
         return f"[{self.question}] {mark}: {self.feedback}" if self.feedback else f"[{self.question}] {mark}"
 
     def record(self, params: Mapping[str, Any]) -> dict:
