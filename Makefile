@@ -37,6 +37,11 @@ site: $(STAMP)
 build: $(STAMP)
 	$(BIN)/roofkit build
 
+# JupyterLab refuses to run as root unless told; containers often run as root.
+ifeq ($(shell id -u),0)
+LAB_ARGS += --allow-root
+endif
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. $(LAB_ARGS)
 

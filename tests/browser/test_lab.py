@@ -1,0 +1,92 @@
+"""Every student notebook runs in a real JupyterLab; a quiz widget and the roofline explorer respond to a person."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDENT_NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+
+ERRORS = ("[data-mime-type='application/vnd.jupyter.error'], "
+          "[data-mime-type='application/vnd.jupyter.stderr']")
+
+
+def run_all(lab, page, path: str, timeout: float = 120) -> None:
+    """Open ``path`` in JupyterLab, run all cells through the menu, and wait until every cell has run."""
+    page.goto(lab.url(f"lab/tree/{path}"))
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell")
+    lab.wait_for_kernel()
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+        if prompts and all(p.strip().startswith("[") and p.strip()[1:-2].isdigit() for p in prompts):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{path}: not every cell ran within {timeout} s; prompts: {prompts}")
+
+
+@pytest.mark.parametrize("name", STUDENT_NOTEBOOKS)
+def test_student_notebook_runs_without_errors(lab, page, shots, name):
+    try:
+        run_all(lab, page, f"notebooks/{name}")
+        page.screenshot(path=str(shots / f"{Path(name).stem}.png"), full_page=False)
+        errors = page.locator(ERRORS)
+        assert errors.count() == 0, f"{name}: {errors.first.inner_text()[:500]}"
+        assert page.locator(".jp-OutputArea-output").count() > 0
+    finally:
+        lab.shutdown_kernels()
+
+
+def test_quiz_widget_names_the_mistake_then_accepts_the_answer(lab, page, shots):
+    try:
+        run_all(lab, page, "notebooks/00-start-here.ipynb")
+        question = page.locator(".roofkit-question").first
+        box, check = question.locator("input"), question.get_by_role("button", name="Check")
+        feedback = question.locator(".roofkit-feedback")
+        box.fill("1000")
+        check.click()
+        expect(feedback).to_contain_text("not yet")
+        wrong = feedback.inner_text()
+        assert "two FLOPs" in wrong and "2000" not in wrong
+        page.screenshot(path=str(shots / "quiz-wrong.png"))
+        box.fill("2000")
+        box.press("Enter")
+        check.click()
+        expect(feedback).to_contain_text("✓ correct")
+        page.screenshot(path=str(shots / "quiz-right.png"))
+        question.locator("button", has_text="Hint").click()
+        expect(question.locator(".roofkit-hints")).to_contain_text(re.compile(r"hint \d/2"))
+        page.screenshot(path=str(shots / "quiz-hint.png"))
+    finally:
+        lab.shutdown_kernels()
+
+
+def test_roofline_explorer_slider_moves_the_point(lab, page, shots):
+    name = next(n for n in STUDENT_NOTEBOOKS if n.startswith("03-"))
+    try:
+        run_all(lab, page, f"notebooks/{name}")
+        bound = page.locator(".roofkit-bound").first
+        plot = page.locator(".roofkit-plot img").first
+        bound.scroll_into_view_if_needed()
+        before_text, before_plot = bound.inner_text(), plot.get_attribute("src")
+        page.screenshot(path=str(shots / "explorer-before.png"))
+        handle = page.locator(".widget-slider .noUi-handle").first
+        handle.focus()
+        for _ in range(12):  # far enough to cross the ridge in either direction
+            handle.press("ArrowLeft")
+        expect(bound).not_to_have_text(before_text)
+        expect(plot).not_to_have_attribute("src", before_plot)
+        after_text = bound.inner_text()
+        assert after_text != before_text
+        assert ("memory" in before_text) != ("memory" in after_text), (before_text, after_text)
+        page.screenshot(path=str(shots / "explorer-after.png"))
+    finally:
+        lab.shutdown_kernels()
