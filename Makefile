@@ -46,13 +46,16 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. $(LAB_ARGS)
 
 # The suite: unit and lesson tests; every solution notebook re-run with its
-# outputs compared (nbval); every student notebook run top to bottom (nbval-lax).
+# outputs compared (nbval); every student notebook run top to bottom (nbval-lax);
+# then every student notebook driven in JupyterLab through Chromium (skipped
+# with a reason when Chromium is missing, except in CI).
 NBVAL := --nbval-current-env -p no:cacheprovider -n 2 --dist loadfile
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --ignore=tests/browser $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --nbval --nbval-sanitize-with nbval_sanitize.cfg $(NBVAL) solutions
 	$(BIN)/python -m pytest --nbval-lax $(NBVAL) notebooks
+	$(BIN)/python -m pytest -p no:cacheprovider tests/browser
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
