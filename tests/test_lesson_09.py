@@ -1,0 +1,125 @@
+"""Lesson 09 replays the sources' fusion and attention numbers against its keys, and pins its corrections."""
+
+import math
+
+import pytest
+
+from roofkit import formulas, fusion, quiz, roofline
+
+
+def key(question_id, **params):
+    question = quiz.get(question_id)
+    return question.with_params(**params).answer_key() if params else question.answer_key()
+
+
+def misconception(question_id, name):
+    question = quiz.get(question_id)
+    wrong = next(m for m in question.misconceptions if m.name == name)
+    return wrong.value(question)
+
+
+# --- fusion of elementwise chains ------------------------------------------------------
+
+
+def test_bias_gelu_fused_moves_two_tensors():
+    n, b = 8192 * 32768, 2
+    assert key("l09.bias-gelu-fused-bytes") == 2 * n * b  # read x, write GELU(x + bias)
+    # counting the intermediate as traffic gives the unfused four tensors
+    assert misconception("l09.bias-gelu-fused-bytes", "counted-fused-intermediate") == 4 * n * b
+    verdict = quiz.judge(quiz.get("l09.bias-gelu-fused-bytes"), 4 * n * b)
+    assert verdict.misconception == "counted-fused-intermediate"
+    assert quiz.judge(quiz.get("l09.bias-gelu-fused-bytes"), "1.07 GB").correct  # a unit is accepted
+
+
+def test_residual_rmsnorm_keeps_the_residual_stream():
+    assert key("l09.residual-rmsnorm-ratio") == pytest.approx(5 / 4)  # 5 tensors unfused, 4 fused
+    assert misconception("l09.residual-rmsnorm-ratio", "dropped-residual-write") == pytest.approx(5 / 3)
+    assert quiz.judge(quiz.get("l09.residual-rmsnorm-ratio"), 5 / 3).misconception == "dropped-residual-write"
+
+
+def test_fusion_never_changes_flops():
+    for ops in (["bias_add", "gelu"], ["residual_add", "rmsnorm"], ["bias_add", "gelu", "dropout", "residual_add"]):
+        c = fusion.chain(ops, n=4096 * 4096)
+        assert c.fused.flops == c.unfused.flops
+    assert fusion.chain(["bias_add", "gelu", "dropout", "residual_add"], n=4096).traffic_ratio == 3
+
+
+def test_launch_overhead_dominates_tiny_tensors_only():
+    tiny = fusion.chain(["bias_add", "gelu"], n=32768).time("h100", "bf16")
+    big = fusion.chain(["bias_add", "gelu"], n=8192 * 32768).time("h100", "bf16")
+    assert 2 * tiny["launch_overhead_s"] / tiny["unfused_s"] > 0.95
+    assert 2 * big["launch_overhead_s"] / big["unfused_s"] < 0.05
+
+
+# --- seed 003: exercise 3 (decoder layer) and exercise 5 (fused MLP) ---------------------
+
+
+def test_decoder_layer_kernel_counts():
+    # seed 003 says "10 ops -> 3-4 kernels"; the explicit Llama-style list gives 17 -> 5
+    assert len(fusion.DECODER_LAYER_KERNELS) == 17
+    assert len(fusion.FUSED_DECODER_LAYER_KERNELS) == 5
+    replaced = [k for group in fusion.fusion_groups().values() for k in group]
+    assert sorted(replaced) == sorted(fusion.DECODER_LAYER_KERNELS)  # every kernel fused exactly once
+    assert key("l09.ex-decoder-launch-time") == pytest.approx(32 * 12 * fusion.DEFAULT_LAUNCH_OVERHEAD_S)
+    assert quiz.judge(quiz.get("l09.ex-decoder-launch-time"), "1.92 ms").correct
+    assert quiz.judge(quiz.get("l09.ex-decoder-launch-time"), "60 us").misconception == "one-layer-only"
+
+
+def test_mlp_fusion_saving_depends_on_tokens():
+    t, d, f, b = 4096, 4096, 11008, 2
+    # the activation round trips: norm output (t d), up output (t f), SiLU output read and written (t f)... :
+    # 2 t d + 4 t f elements
+    assert key("l09.ex-mlp-saved-bytes") == (2 * t * d + 4 * t * f) * b
+    decode = fusion.mlp_block(1, d, f, b)
+    assert decode["traffic_ratio"] < 1.001  # weights dominate at decode
+    assert fusion.mlp_block(t, d, f, b)["traffic_ratio"] > 2.5  # activations dominate at prefill
+
+
+# --- seed 000, practice problem 1 -----------------------------------------------------------
+
+
+def test_pp1a_mlp_gemm_is_about_3600_and_compute_bound():
+    p = roofline.analyze(formulas.gemm(8192, 4 * 8192, 8192, "bf16"), "h100", "bf16")
+    assert p.intensity == pytest.approx(3600, rel=0.02)  # the seed's "~3600"
+    assert p.bound == "compute"
+
+
+def test_pp1b_naive_attention_counted_per_kernel():
+    s = d = 8192
+    kernels = formulas.attention_naive_kernels(1, 1, s, d, "bf16")
+    assert kernels["softmax"].intensity == pytest.approx(1.25)
+    assert roofline.analyze(kernels["softmax"], "h100", "bf16").bound == "memory"
+    naive = formulas.attention_naive(1, 1, s, d, "bf16")
+    assert naive.intensity == pytest.approx(2048, rel=0.001)
+    # the seed's score traffic 3 s^2 b forgets P: S written, read; P written, read = 4 s^2 b
+    score_bytes = naive.bytes - 4 * s * d * 2
+    assert score_bytes == 4 * s * s * 2
+    # the seed's "I ~ 5500?" (2.2e12 / 4.0e8) is not the count
+    assert not math.isclose(naive.intensity, 5500, rel_tol=0.2)
+    # at real head sizes, naive attention tends to (4 d_h + 5) / (4 b) ~ 65: memory-bound
+    assert formulas.attention_naive(1, 1, 2**20, 128, "bf16").intensity == pytest.approx(64.6, rel=0.01)
+
+
+def test_pp1c_flash_intensity_corrected():
+    assert key("l09.pp1-flash-intensity") == pytest.approx(4.1e3, rel=0.01)
+    fused = formulas.attention_fused(1, 1, 8192, 8192, "bf16")
+    assert fused.bytes == pytest.approx(5.37e8, rel=0.001)  # 4 s d b, not the seed's 1.1e8
+    assert not math.isclose(fused.bytes, 1.1e8, rel_tol=0.5)
+    assert not math.isclose(fused.intensity, 2e4, rel_tol=0.5)  # the seed's "~2e4"
+    assert fused.intensity > 10 * roofline.analyze(fused, "h100", "bf16").ridge  # still far above the ridge
+    # the seed's 2e4 comes from dividing by one tensor's bytes instead of four
+    assert misconception("l09.pp1-flash-intensity", "one-tensor-of-traffic") == pytest.approx(2e4, rel=0.25)
+    # the fused intensity grows with s
+    assert formulas.attention_fused(1, 1, 32768, 128).intensity > formulas.attention_fused(1, 1, 8192, 128).intensity
+
+
+def test_flashattention_keeps_the_flops():
+    assert key("l09.flash-flops") == "same FLOPs but fewer bytes"
+    verdict = quiz.judge(quiz.get("l09.flash-flops"), "fewer FLOPs and fewer bytes")
+    assert verdict.misconception == "flash-reduces-flops"
+
+
+def test_flash_speedup_is_time_not_traffic():
+    speedup = key("l09.ex-flash-speedup")
+    assert 4 < speedup < 5.5
+    assert misconception("l09.ex-flash-speedup", "traffic-ratio") == pytest.approx(65, rel=0.01)
