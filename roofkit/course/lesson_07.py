@@ -1,0 +1,247 @@
+"""Lesson 07, MFU and HFU: how much of the peak a training run spends on the model's own math.
+
+Every key is a computation through :mod:`roofkit.training` over the question's
+parameters; peaks come from the hardware catalog.
+"""
+
+from .. import formulas, hardware, training
+from ..quiz import Misconception, Question, register
+
+SECONDS_PER_DAY = 24 * 3600
+_LEVEL_WORDS = {"ok": "plausible", "suspicious": "suspicious", "impossible": "impossible"}
+
+
+def _peak(hw, dtype):
+    return hardware.get(hw).peak(dtype)
+
+
+def _mfu_per_gpu(params, tokens_per_s_per_gpu, hw, dtype):
+    """MFU from one GPU's throughput (seed 000's quiz)."""
+    return training.mfu_from_throughput(params, tokens_per_s_per_gpu, _peak(hw, dtype))
+
+
+def _verdict(params, tokens_per_s_per_gpu, hw, dtype):
+    level = training.mfu_verdict(_mfu_per_gpu(params, tokens_per_s_per_gpu, hw, dtype)).level
+    return _LEVEL_WORDS[level]
+
+
+def _cluster_mfu(params, tokens_per_s, gpus, hw, dtype):
+    return training.mfu_from_throughput(params, tokens_per_s, _peak(hw, dtype), gpus)
+
+
+def _step_flops(forward, recompute, backward):
+    """(model FLOPs, hardware FLOPs) of one step given in TFLOPs."""
+    return (forward + backward) * 1e12, (forward + recompute + backward) * 1e12
+
+
+def _params_for(tokens, days, gpus, hw, dtype, mfu):
+    return training.params_for_mfu(tokens, days * SECONDS_PER_DAY, gpus, _peak(hw, dtype), mfu)
+
+
+def _run_mfu(params, tokens, days, gpus, hw, dtype):
+    """MFU of D tokens in ``days`` on G GPUs: 6ND / (t G P)."""
+    return training.utilization(training.training_flops(params, tokens), days * SECONDS_PER_DAY, _peak(hw, dtype), gpus)
+
+
+def _palm_mfu(params, n_layers, n_heads, head_dim, seq_len, tokens_per_s_per_gpu, hw, dtype, attention=True):
+    per_token = training.flops_per_token(params, n_layers, n_heads, head_dim, seq_len) if attention else None
+    return training.mfu_from_throughput(params, tokens_per_s_per_gpu, _peak(hw, dtype), flops_per_token=per_token)
+
+
+_SPARSE = ("The denominator is twice the dense peak: that is the 2:4-sparse headline figure (or the peak of "
+           "a lower precision). Divide by the dense peak in the precision the run used: roofkit.hw(name).peak(dtype).")
+_FORWARD_ONLY = ("2N FLOPs per token is only the forward pass. Training also runs the backward pass, about "
+                 "twice the forward: 6N per token in all.")
+_PERCENT = "Give the MFU as a fraction: 0.45 for 45%."
+_HFU_AS_MFU = ("That counts every FLOP the hardware executed, recomputation included: it is the HFU. MFU "
+               "counts only the FLOPs the model needs (forward and backward once).")
+
+register(
+    Question(
+        id="l07.mfu-3000",
+        lesson="07",
+        kind="numeric",
+        prompt=("A {params} model trains at {tokens_per_s_per_gpu:,} tokens/s per GPU on {hw} GPUs in {dtype}. "
+                "Counting 6N FLOPs per token, what MFU does that give? Answer as a fraction (0.45 for 45%)."),
+        params={"params": "70B", "tokens_per_s_per_gpu": 3000, "hw": "H100", "dtype": "BF16"},
+        key=_mfu_per_gpu,
+        unit="dimensionless",
+        hints=(
+            "MFU = model FLOP/s achieved / peak FLOP/s of the same GPUs.",
+            "One GPU's model FLOP/s is 6N times its tokens per second; its peak is roofkit.hw(hw).peak(dtype).",
+            "training.mfu_from_throughput(params, tokens_per_s, peak) does exactly this division.",
+        ),
+        misconceptions=(
+            Misconception("sparse-peak", _SPARSE, scale=0.5),
+            Misconception("forward-only", _FORWARD_ONLY, scale=1 / 3),
+            Misconception("percent", _PERCENT, scale=100),
+        ),
+    ),
+    Question(
+        id="l07.verdict-3000",
+        lesson="07",
+        kind="choice",
+        prompt=("Judge the MFU of that run ({params} at {tokens_per_s_per_gpu:,} tokens/s per {hw} GPU, {dtype}): "
+                "plausible, suspicious (above about 60%) or impossible?"),
+        params={"params": "70B", "tokens_per_s_per_gpu": 3000, "hw": "H100", "dtype": "BF16"},
+        choices=("plausible", "suspicious", "impossible"),
+        key=_verdict,
+        hints=(
+            "Compute the MFU first, then compare it with 60% and with 100%.",
+            "Can a chip do more useful FLOPs per second than its peak allows?",
+        ),
+        misconceptions=(
+            Misconception("accepted-over-100", (
+                "An MFU above 100% would mean more useful FLOPs than the chip can do at its peak. That never "
+                "happens: some input is wrong (N, tokens/s per GPU vs total, or the peak)."),
+                answer=lambda **p: "plausible"),
+            Misconception("over-100-only-suspicious", (
+                "Above 60% is suspicious; above 100% is beyond doubt. No run exceeds the peak, so some input is wrong."),
+                answer=lambda **p: "suspicious"),
+        ),
+    ),
+    Question(
+        id="l07.mfu-cluster-log",
+        lesson="07",
+        kind="numeric",
+        prompt=("A training log for a {params} model on {gpus:,} {hw} GPUs in {dtype} reports "
+                "'throughput: {tokens_per_s:,} tokens/s' for the whole cluster. What MFU is that "
+                "(6N FLOPs per token, as a fraction)?"),
+        params={"params": "70B", "tokens_per_s": 921_600, "gpus": 1024, "hw": "H100", "dtype": "BF16"},
+        key=_cluster_mfu,
+        unit="dimensionless",
+        hints=(
+            "The throughput is the total over all GPUs: compare it with the peak of all of them.",
+            "MFU = 6N x (total tokens/s) / (G x P), or per GPU: 6N x (tokens/s / G) / P.",
+        ),
+        misconceptions=(
+            Misconception("total-as-per-gpu", (
+                "That divides the whole cluster's throughput by one GPU's peak. The log's tokens/s is the total: "
+                "divide by G x P, or first turn it into tokens/s per GPU."),
+                answer=lambda params, tokens_per_s, gpus, hw, dtype: _cluster_mfu(params, tokens_per_s, 1, hw, dtype)),
+            Misconception("sparse-peak", _SPARSE, scale=0.5),
+            Misconception("forward-only", _FORWARD_ONLY, scale=1 / 3),
+            Misconception("percent", _PERCENT, scale=100),
+        ),
+    ),
+    Question(
+        id="l07.checkpoint-mfu",
+        lesson="07",
+        kind="numeric",
+        prompt=("With activation checkpointing, one step does {forward} TFLOPs of forward pass, {recompute} TFLOPs "
+                "of recomputation and {backward} TFLOPs of backward pass, in {seconds} s on a device whose peak "
+                "is {peak_tflops} TFLOP/s. What is the step's MFU (as a fraction)?"),
+        params={"forward": 50, "recompute": 450, "backward": 300, "seconds": 10, "peak_tflops": 100},
+        key=lambda forward, recompute, backward, seconds, peak_tflops: training.mfu(
+            _step_flops(forward, recompute, backward)[0], seconds, peak_tflops * 1e12),
+        unit="dimensionless",
+        hints=(
+            "MFU and HFU share the time and the peak; only the FLOPs on top differ.",
+            "Which of the three amounts of work would a run without checkpointing still have to do?",
+        ),
+        misconceptions=(
+            Misconception("hfu-as-mfu", _HFU_AS_MFU,
+                          answer=lambda forward, recompute, backward, seconds, peak_tflops: training.hfu(
+                              _step_flops(forward, recompute, backward)[1], seconds, peak_tflops * 1e12)),
+            Misconception("percent", _PERCENT, scale=100),
+        ),
+    ),
+    Question(
+        id="l07.padding-mfu",
+        lesson="07",
+        kind="numeric",
+        prompt=("A {m} x {m} x {m} matrix product runs on a kernel that works in {tile} x {tile} x {tile} tiles, "
+                "so every dimension is padded with zeros up to a multiple of {tile}. The profiler reports an HFU "
+                "of {hfu:.0%}. What is the utilization counting only the useful FLOPs (as a fraction)?"),
+        params={"m": 130, "tile": 128, "hfu": 0.8},
+        key=lambda m, tile, hfu: hfu * training.padding_efficiency(m, m, m, tile),
+        unit="dimensionless",
+        hints=(
+            "Both utilizations share the time and the peak, so their ratio is useful FLOPs / executed FLOPs.",
+            "Useful: formulas.gemm(m, m, m).flops. Executed: formulas.gemm_padded(m, m, m, tile).",
+        ),
+        misconceptions=(
+            Misconception("hfu-as-mfu", ("The padded zeros keep the tensor cores busy but compute nothing "
+                                         "useful: the useful share is smaller than the HFU."),
+                          answer=lambda m, tile, hfu: hfu),
+            Misconception("two-dimensions", ("Padding happens in all three dimensions of the product (m, n and k), "
+                                             "not only in the output's two."),
+                          answer=lambda m, tile, hfu: hfu * training.padding_efficiency(m, m, m, tile) ** (2 / 3)),
+            Misconception("divided", ("Multiply the HFU by useful/executed, do not divide: the useful "
+                                      "utilization can never exceed the HFU."),
+                          answer=lambda m, tile, hfu: hfu / training.padding_efficiency(m, m, m, tile)),
+        ),
+    ),
+    Question(
+        id="l07.params-for-40",
+        lesson="07",
+        kind="numeric",
+        prompt=("A run processes {tokens} tokens in {days} days on {gpus:,} {hw} GPUs ({dtype}). Its MFU cannot be "
+                "computed without the model size. What model size N (parameters) would make it {mfu:.0%} MFU?"),
+        params={"tokens": "100B", "days": 30, "gpus": 1024, "hw": "H100", "dtype": "BF16", "mfu": 0.4},
+        key=_params_for,
+        unit="dimensionless",
+        hints=(
+            "The useful FLOPs the cluster delivers: MFU x G x P x t, with t in seconds.",
+            "Those FLOPs must equal 6ND; solve for N.",
+            "training.params_for_mfu(tokens, seconds, gpus, peak, mfu) inverts it for you.",
+        ),
+        misconceptions=(
+            Misconception("hours-not-seconds", "The peak is FLOP per second: express the days in seconds.",
+                          scale=1 / 3600),
+            Misconception("forward-only", _FORWARD_ONLY, scale=3),
+            Misconception("sparse-peak", _SPARSE, scale=2),
+            Misconception("one-gpu", "The FLOP budget is that of all the GPUs together, not of one.",
+                          answer=lambda tokens, days, gpus, hw, dtype, mfu: _params_for(tokens, days, 1, hw, dtype, mfu)),
+        ),
+    ),
+    Question(
+        id="l07.ex-mfu-if-7b",
+        lesson="07",
+        kind="numeric",
+        prompt=("Exercise. The same run ({tokens} tokens in {days} days on {gpus:,} {hw} GPUs, {dtype}) trained a "
+                "{params} model. What was its MFU (as a fraction)?"),
+        params={"params": "7B", "tokens": "100B", "days": 30, "gpus": 1024, "hw": "H100", "dtype": "BF16"},
+        key=_run_mfu,
+        unit="dimensionless",
+        rtol=0.02,
+        hints=(
+            "MFU = 6ND / (t x G x P), with t in seconds.",
+            "training.utilization(training.training_flops(N, D), seconds, peak, gpus).",
+        ),
+        misconceptions=(
+            Misconception("one-gpu", ("That divides the whole run's FLOPs by the time of one GPU: divide by all "
+                                      "the GPUs' peak."),
+                          answer=lambda params, tokens, days, gpus, hw, dtype: _run_mfu(params, tokens, days, 1, hw, dtype)),
+            Misconception("hours-not-seconds", "The peak is FLOP per second: express the days in seconds.",
+                          scale=3600),
+            Misconception("percent", _PERCENT, scale=100),
+        ),
+        points=2,
+    ),
+    Question(
+        id="l07.ex-palm-mfu",
+        lesson="07",
+        kind="numeric",
+        prompt=("Exercise. A model with N = {params} parameters, {n_layers} layers and {n_heads} heads of dimension "
+                "{head_dim} trains on sequences of {seq_len:,} tokens at {tokens_per_s_per_gpu:,} tokens/s per "
+                "{hw} GPU in {dtype}. What is its MFU when you count PaLM's FLOPs per token, "
+                "6N + 12·L·H·Q·T (as a fraction)?"),
+        params={"params": "6.7B", "n_layers": 32, "n_heads": 32, "head_dim": 128, "seq_len": 4096,
+                "tokens_per_s_per_gpu": 8000, "hw": "H100", "dtype": "BF16"},
+        key=_palm_mfu,
+        unit="dimensionless",
+        hints=(
+            "training.flops_per_token(N, L, H, Q, T) gives the FLOPs of one token with the attention term.",
+            "Then MFU = FLOPs per token x tokens/s / peak; mfu_from_throughput takes flops_per_token=...",
+        ),
+        misconceptions=(
+            Misconception("no-attention", ("That is 6N alone. The attention matmuls (QK^T and AV) have no "
+                                           "parameters, so 6N misses them; add 12·L·H·Q·T per token."),
+                          answer=lambda **p: _palm_mfu(**p, attention=False)),
+            Misconception("sparse-peak", _SPARSE, scale=0.5),
+            Misconception("percent", _PERCENT, scale=100),
+        ),
+        points=2,
+    ),
+)
