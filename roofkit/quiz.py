@@ -377,7 +377,10 @@ def ask(question_id: str, **params):
     from IPython.display import Markdown, display
 
     choices = f"  \n*Choices: {', '.join(question.choices)}*" if question.kind == "choice" else ""
-    unit = f"  \n*Answer in {question.unit}, or with a unit of your own.*" if question.kind == "numeric" and question.unit else ""
+    unit = ""
+    if question.kind == "numeric":
+        unit = ("  \n*Answer as a plain number.*" if question.unit in (None, "dimensionless")
+                else f"  \n*Answer in {question.unit}, or with a unit of your own.*")
     display(Markdown(f"**Question `{question.id}`** · {question.points:g} pt  \n{question.text()}{choices}{unit}"))
     if question.kind == "code":
         display(Markdown(f"*Write the function, then run `check({question.id!r}, your_function)`.*"))
@@ -388,7 +391,9 @@ def ask(question_id: str, **params):
            if question.kind == "choice" else w.Text(placeholder="your answer", description="answer"))
     check_button, hint_button = w.Button(description="Check", button_style="primary"), w.Button(description="Hint")
     feedback = w.HTML()
+    feedback.add_class("roofkit-feedback")
     hints = w.HTML()
+    hints.add_class("roofkit-hints")
 
     def on_check(_):
         verdict = judge(question, box.value)
