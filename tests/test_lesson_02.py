@@ -1,0 +1,105 @@
+"""Lesson 02 replays the sources' arithmetic intensities against its question keys, and their corrections."""
+
+import math
+
+import pytest
+import sympy
+
+from roofkit import formulas, hardware, quiz
+
+Q = quiz.get
+
+
+def test_seed_004_vector_add_is_one_sixth():
+    assert math.isclose(Q("l02.vector-add").answer_key(), 1 / 6)
+
+
+def test_seed_000_gelu_is_two_and_independent_of_n():
+    assert math.isclose(Q("l02.gelu").answer_key(), 2.0)
+    for n in (1, 1000, 2**30):
+        assert math.isclose(Q("l02.gelu").with_params(n=n).answer_key(), 2.0)
+
+
+def test_seed_004_square_matmul_is_n_over_3():
+    n, b = sympy.symbols("n b", positive=True)
+    assert sympy.simplify(Q("l02.square-gemm").answer_key() - 2 * n / (3 * b)) == 0
+    assert sympy.simplify(formulas.gemm(n, n, n, "fp16").intensity - n / 3) == 0
+
+
+def test_seed_000_and_003_gemm_4096_is_about_1365():
+    assert math.isclose(Q("l02.gemm-4096").answer_key(), 4096 / 3)
+    assert 1365 < Q("l02.gemm-4096").answer_key() < 1366
+    assert Q("l02.gemm-4096").answer_key() > hardware.get("h100").ridge("bf16")  # compute-bound
+
+
+def test_seed_000_gemv_is_about_1_and_003s_half_is_wrong():
+    key = Q("l02.gemv-decode").answer_key()
+    assert math.isclose(key, 1, rel_tol=1e-3)
+    assert math.isclose(key, 4096 / (1 + 4096 + 1))  # the correct cancellation
+    seed_003 = 4096 / (1 + 4096 + 4096)  # the source's ~0.5
+    assert not math.isclose(seed_003, key, rel_tol=0.1)
+    verdict = quiz.judge(Q("l02.gemv-decode"), 0.5)
+    assert verdict.correct is False and verdict.misconception == "the-0.5"
+    assert key < hardware.get("h100").ridge("bf16")  # memory-bound
+
+
+def test_seed_000_practice_1a_mlp_gemm_is_about_3600():
+    key = Q("l02.mlp-gemm").answer_key()
+    assert 3500 < key < 3700
+    assert math.isclose(formulas.gemm(8192, 32768, 8192).flops, 4.4e12, rel_tol=0.01)
+    assert math.isclose(formulas.gemm(8192, 32768, 8192, "bf16").bytes, 1.2e9, rel_tol=0.01)
+
+
+def test_batch_limit_is_2M_over_b():
+    M, b = sympy.symbols("M b", positive=True)
+    assert sympy.simplify(Q("l02.ex-batch-limit").answer_key() - 2 * M / b) == 0
+    assert quiz.judge(Q("l02.ex-batch-limit"), "2*M/b").correct
+    assert quiz.judge(Q("l02.ex-batch-limit"), "M").misconception == "slogan"
+
+
+def test_symbolic_answers_as_strings():
+    assert quiz.judge(Q("l02.square-gemm"), "2*n/(3*b)").correct
+    assert quiz.judge(Q("l02.square-gemm"), "(2/3)*n/b").correct
+    assert quiz.judge(Q("l02.square-gemm"), "n/(3*b)").misconception == "mnk"
+    assert quiz.judge(Q("l02.square-gemm"), "n/b").misconception == "forgot-output-write"
+    assert quiz.judge(Q("l02.square-gemm"), "2*n/3").misconception == "elements-not-bytes"
+
+
+@pytest.mark.parametrize("question, answer, name", [
+    ("l02.vector-add", 1 / 4, "forgot-output-write"),
+    ("l02.vector-add", 1 / 3, "elements-not-bytes"),
+    ("l02.vector-add", 1 / 48, "bits-not-bytes"),
+    ("l02.vector-add", 6, "inverted"),
+    ("l02.gelu", 4, "forgot-write-or-elements"),
+    ("l02.gelu", 0.25, "bits-not-bytes"),
+    ("l02.gelu", 0.5, "inverted"),
+    ("l02.gemm-4096", 4096 / 6, "mnk"),
+    ("l02.gemm-4096", 2048, "forgot-output-write"),
+    ("l02.gemm-4096", 2 * 4096 / 3, "elements-not-bytes"),
+    ("l02.gemm-4096", 4096 / 24, "bits-not-bytes"),
+    ("l02.gemv-decode", 2, "elements-not-bytes"),
+    ("l02.gemv-decode", 0.125, "bits-not-bytes"),
+    ("l02.mlp-gemm", 8192 / 3, "square-shortcut"),
+])
+def test_misconceptions_by_hand(question, answer, name):
+    verdict = quiz.judge(Q(question), answer)
+    assert verdict.correct is False and verdict.misconception == name, verdict
+
+
+def test_intensity_code_question():
+    question = Q("l02.ex-intensity-code")
+    assert quiz.judge(question, lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n + m * n) * b)).correct
+    assert quiz.judge(question, lambda m, n, k, b: m * n * k / ((m * k + k * n + m * n) * b)).correct is False
+    assert quiz.judge(question, lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n) * b)).correct is False
+    assert quiz.judge(question, lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n + m * n) * b)).correct
+    # the grader's hidden cases
+    assert quiz._code(question, lambda m, n, k, b: 2 * m * n * k / ((m * k + k * n + m * n) * b),
+                      question.hidden_cases).correct
+
+
+def test_elementwise_intensity_never_grows_gemm_does():
+    sizes = [2**p for p in range(4, 17)]
+    add = [formulas.elementwise(n * n, 1, 2, 1, "bf16").intensity for n in sizes]
+    square = [formulas.gemm(n, n, n, "bf16").intensity for n in sizes]
+    assert max(add) == min(add)
+    assert all(a < b for a, b in zip(square, square[1:]))
