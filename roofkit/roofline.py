@@ -252,6 +252,8 @@ class Kernel:
     label: str
     intensity: float
     achieved_flops_per_s: float | None = None
+    # where the label goes, in points from the dot (x, y); None: up and to the left
+    label_offset: tuple[float, float] | None = None
 
     def __post_init__(self):
         positive(self.intensity, f"intensity of kernel {self.label!r}")
@@ -426,8 +428,9 @@ def _draw_kernels(ax, predicted, seen, P, B):
         y = attainable(k.intensity, P, B)
         ax.scatter([k.intensity], [y], s=40, marker=shapes[k.label], color="0.1", zorder=5,
                    gid="kernel", label="predicted (on the roof)" if n == 0 else None)
-        ax.annotate(k.label, xy=(k.intensity, y), xytext=(-6, 8), textcoords="offset points",
-                    ha="right", fontsize=9, bbox=box)
+        dx, dy = k.label_offset or (-6, 8)
+        ax.annotate(k.label, xy=(k.intensity, y), xytext=(dx, dy), textcoords="offset points",
+                    ha="right" if dx <= 0 else "left", fontsize=9, bbox=box)
     for n, k in enumerate(seen):
         ax.plot([k.intensity, k.intensity], [k.achieved_flops_per_s, attainable(k.intensity, P, B)],
                 color="0.1", lw=0.8, gid="measured-gap")
@@ -436,7 +439,7 @@ def _draw_kernels(ax, predicted, seen, P, B):
                    label="measured" if n == 0 else None)
         pct = percent_of_roofline(k.achieved_flops_per_s, k.intensity, P, B)
         ax.annotate(f"{k.label} ({pct:.0f}% of roof)", xy=(k.intensity, k.achieved_flops_per_s),
-                    xytext=(7, -12), textcoords="offset points", fontsize=9, bbox=box)
+                    xytext=k.label_offset or (7, -12), textcoords="offset points", fontsize=9, bbox=box)
 
 
 def save_png(fig, path, dpi=100) -> Path:
