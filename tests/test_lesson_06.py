@@ -1,0 +1,132 @@
+"""Lesson 06 replays the sources' numbers (seed 000's swamping quiz, the mixed-precision paper's
+recipe, GradScaler's defaults, ZeRO's 16 bytes per parameter) against its question keys, with
+ml_dtypes and numpy as independent oracles, and checks every misconception's feedback."""
+
+import inspect
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import roofkit
+from roofkit import precision, quiz, training
+from roofkit.course import lesson_06
+
+
+def key(question_id, **params):
+    question = quiz.get(question_id)
+    return (question.with_params(**params) if params else question).answer_key()
+
+
+def test_lesson_has_its_questions():
+    ids = {q.id for q in quiz.questions("06")}
+    assert ids == {"l06.why-master-weights", "l06.smallest-update", "l06.loss-scale-normal",
+                   "l06.bf16-loss-scaling", "l06.dynamic-skips", "l06.ex-adam-70b", "l06.ex-fp8-scale"}
+    assert all(q.points == 2 for q in quiz.questions("06") if ".ex-" in q.id)
+
+
+# --- seed 000: "why can't you keep the weights in BF16 and skip the FP32 copy?" ------------------------
+
+def test_seed_quiz_update_swamping_in_real_bf16():
+    one, update = ml_dtypes.bfloat16(1.0), ml_dtypes.bfloat16(1e-4)
+    assert one + update == one  # the oracle: ml_dtypes' own BF16 addition
+    assert np.float32(1.0) + np.float32(1e-4) != np.float32(1.0)
+    assert key("l06.why-master-weights") == "swamping"
+    # an update well above half the gap survives, and the question says so
+    assert key("l06.why-master-weights", update=0.01) == "none"
+
+
+def test_seed_resolution_2_to_the_minus_8():
+    """Seed 000: BF16's 'relative resolution ~2^-8 ~ 0.4%': half the gap eps = 2^-7, the swamping threshold."""
+    smallest = key("l06.smallest-update")
+    assert 2.0**-8 < smallest < 2.0**-8 * (1 + 2.0**-6)
+    assert quiz.judge(quiz.get("l06.smallest-update"), 2.0**-8).correct is True  # "about", to 2 figures
+    one = ml_dtypes.bfloat16(1.0)
+    assert one + ml_dtypes.bfloat16(2.0**-8) == one  # the tie rounds to even: lost
+    assert one + ml_dtypes.bfloat16(smallest) > one
+    assert key("l06.smallest-update", fmt="float16") == pytest.approx(2.0**-11, rel=0.01)
+
+
+# --- FP16 underflow and loss scaling --------------------------------------------------------------------
+
+def test_fp16_flushes_1e_8_and_bf16_keeps_it():
+    assert float(np.float16(1e-8)) == 0.0
+    assert float(ml_dtypes.bfloat16(1e-8)) != 0.0
+    assert key("l06.bf16-loss-scaling") == "no"
+    assert key("l06.bf16-loss-scaling", fmt="float16") == "yes"
+
+
+def test_loss_scale_for_the_normal_range():
+    S = key("l06.loss-scale-normal")
+    assert S == 8192 == 2 ** math.ceil(math.log2(float(np.finfo(np.float16).smallest_normal) / 1e-8))
+    assert abs(float(np.float16(1e-8 * S))) >= float(np.finfo(np.float16).smallest_normal)
+    assert abs(float(np.float16(1e-8 * S / 2))) < float(np.finfo(np.float16).smallest_normal)
+
+
+def test_dynamic_loss_scaling_skips_four_steps_at_gradient_10():
+    # 65536 * 10 overflows FP16 (max 65504); 4096 * 10 is the first that fits: 4 halvings
+    assert key("l06.dynamic-skips") == 4
+    with np.errstate(over="ignore"):
+        assert float(np.float16(65536 * 10.0)) == math.inf and float(np.float16(4096 * 10.0)) == 40960
+    assert key("l06.dynamic-skips", max_gradient=0.5) == 0
+
+
+def test_gradscaler_defaults_are_the_lessons():
+    torch = pytest.importorskip("torch")
+    defaults = {k: v.default for k, v in inspect.signature(torch.amp.GradScaler.__init__).parameters.items()}
+    assert defaults["init_scale"] == 2.0**16 and defaults["growth_interval"] == 2000
+    assert defaults["growth_factor"] == 2.0 and defaults["backoff_factor"] == 0.5
+
+
+# --- memory: ZeRO's 2 + 2 + 12 = 16 bytes per parameter ------------------------------------------------------
+
+def test_adam_70b():
+    assert training.adam_memory_per_param()["total"] == 16
+    assert key("l06.ex-adam-70b") == pytest.approx(70e9 * 16)
+    assert math.ceil(key("l06.ex-adam-70b") / roofkit.hw("h100").memory_bytes) == 14
+
+
+# --- FP8 per-tensor scaling ----------------------------------------------------------------------------------
+
+def test_fp8_scale_maps_amax_to_448():
+    S = key("l06.ex-fp8-scale")
+    assert S == pytest.approx(448 / 0.002)
+    assert float(ml_dtypes.float8_e4m3fn(0.002 * S)) == 448.0
+
+
+# --- misconceptions --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("question_id, answer, name", [
+    ("l06.why-master-weights", "underflow", "underflow"),
+    ("l06.why-master-weights", "speed", "speed"),
+    ("l06.why-master-weights", "overflow", "overflow"),
+    ("l06.smallest-update", 2.0**-7, "whole-gap"),
+    ("l06.smallest-update", 6e-8, "fp32-threshold"),
+    ("l06.loss-scale-normal", 4, "nonzero-only"),
+    ("l06.loss-scale-normal", 6104, "not-a-power-of-two"),
+    ("l06.bf16-loss-scaling", "yes", "bf16-like-fp16"),
+    ("l06.dynamic-skips", 5, "counted-good-step"),
+    ("l06.ex-adam-70b", "140 GB", "weights-only"),
+    ("l06.ex-adam-70b", 70e9 * 12, "no-master-copy"),
+    ("l06.ex-fp8-scale", 57344 / 0.002, "e5m2-max"),
+    ("l06.ex-fp8-scale", 0.002 / 448, "inverted"),
+])
+def test_wrong_answers_get_their_feedback(question_id, answer, name):
+    verdict = quiz.judge(quiz.get(question_id), answer)
+    assert verdict.correct is False and verdict.misconception == name
+
+
+@pytest.mark.parametrize("question_id, answer", [
+    ("l06.why-master-weights", "Swamping"), ("l06.smallest-update", 0.0039), ("l06.loss-scale-normal", 8192),
+    ("l06.bf16-loss-scaling", "no"), ("l06.dynamic-skips", 4), ("l06.ex-adam-70b", "1.12 TB"),
+    ("l06.ex-adam-70b", "1120 GB"), ("l06.ex-fp8-scale", 224000),
+])
+def test_right_answers_as_a_learner_types_them(question_id, answer):
+    assert quiz.judge(quiz.get(question_id), answer).correct is True
+
+
+def test_helpers_refuse_bad_input():
+    with pytest.raises(roofkit.InvalidValue, match="gradient"):
+        lesson_06.smallest_power_of_two_scale(0)
+    assert lesson_06.smallest_power_of_two_scale(-1e-8) == 8192  # the sign does not matter
