@@ -1,0 +1,216 @@
+"""Lesson 03, the roofline and the ridge point: I* = P/B, classify, predict time, % of roofline, moves."""
+
+from .. import formulas, hardware, roofline
+from ..quiz import Misconception, Question, register
+
+_H100 = {"hw": "H100 SXM5"}
+
+
+def _ridge(hw, dtype):
+    return hardware.get(hw).ridge(dtype)
+
+
+def _placed(cost, hw, dtype):
+    return roofline.analyze(cost, hw, dtype)
+
+
+def _decode_time(k, n, hw, dtype, peak_factor=1):
+    """Optimistic time of y[1, n] = x[1, k] @ W[k, n] on ``hw`` with its peak scaled by ``peak_factor``."""
+    acc, cost = hardware.get(hw), formulas.gemm(1, n, k, dtype)
+    return roofline.time_bounds(cost.flops, cost.bytes, peak_factor * acc.peak(dtype), acc.bandwidth)[0]
+
+
+def _move(batch, d, dtype):
+    """'horizontal' when batching changes the decode GEMM's intensity, 'vertical' when it does not."""
+    before, after = formulas.gemm(1, d, d, dtype).intensity, formulas.gemm(batch, d, d, dtype).intensity
+    return "vertical" if abs(after / before - 1) < 1e-3 else "horizontal"
+
+
+def _add(log2n):
+    """c = a + b over 2**log2n FP32 elements: 1 FLOP, 2 reads and 1 write per element."""
+    return formulas.elementwise(2**log2n, 1, 2, 1, "fp32")
+
+
+def _add_percent(log2n, measured_ms, hw):
+    cost, acc = _add(log2n), hardware.get(hw)
+    achieved = cost.flops / (measured_ms / 1e3)
+    return roofline.percent_of_roofline(achieved, cost.intensity, acc.peak("fp32"), acc.bandwidth)
+
+
+register(
+    Question(
+        id="l03.ridge-bf16",
+        lesson="03",
+        kind="numeric",
+        prompt="What is the ridge point of the {hw} in {dtype}: the intensity where its memory roof meets its "
+               "dense {dtype} compute roof? Answer in FLOP/byte.",
+        params={**_H100, "dtype": "bf16"},
+        key=_ridge,
+        unit="FLOP/byte",
+        rtol=0.01,
+        hints=(
+            "At the ridge, bandwidth x intensity equals the peak: solve B x I* = P for I*.",
+            "Divide the dense BF16 peak by the memory bandwidth: h100.peak('bf16') / h100.bandwidth.",
+        ),
+        misconceptions=(
+            Misconception("sparse-peak", "That is twice the ridge: you used the headline peak, which assumes 2:4 "
+                                         "structured sparsity. Dense kernels get half of it: use the dense peak.",
+                          scale=2),
+            Misconception("inverted", "You divided the bandwidth by the peak. The ridge is FLOP/s over byte/s, "
+                                      "which leaves FLOP per byte: hundreds, not a tiny fraction.",
+                          answer=lambda hw, dtype: 1 / _ridge(hw, dtype)),
+            Misconception("cuda-core-fp32", "That is the ridge of the FP32 CUDA cores. The question is about the "
+                                            "tensor cores' BF16 peak, roughly fifteen times higher.",
+                          answer=lambda hw, dtype: _ridge(hw, "fp32")),
+            Misconception("unit", "The ridge is an intensity: FLOP/s divided by byte/s leaves FLOP/byte.",
+                          unit=True),
+        ),
+    ),
+    Question(
+        id="l03.ridge-fp8",
+        lesson="03",
+        kind="numeric",
+        prompt="And the {hw}'s ridge point for {dtype} tensor-core math, in FLOP/byte?",
+        params={**_H100, "dtype": "fp8"},
+        key=_ridge,
+        unit="FLOP/byte",
+        rtol=0.01,
+        hints=(
+            "The memory roof is the same line; only the flat roof moved.",
+            "Divide the dense FP8 peak by the same bandwidth.",
+        ),
+        misconceptions=(
+            Misconception("sparse-peak", "That is twice the ridge: the headline FP8 figure is with 2:4 sparsity. "
+                                         "Use the dense peak.", scale=2),
+            Misconception("same-as-bf16", "That is the BF16 ridge. FP8 doubles the peak while the bandwidth stays, "
+                                          "so the ridge moves right.", scale=0.5),
+        ),
+    ),
+    Question(
+        id="l03.gemm-time-upper",
+        lesson="03",
+        kind="numeric",
+        prompt="A square {dtype} GEMM with n = {n} on the {hw}: what is its pessimistic time bound, "
+               "T_math + T_mem, in µs?",
+        params={**_H100, "dtype": "bf16", "n": 8192},
+        key=lambda hw, dtype, n: _placed(formulas.gemm(n, n, n, dtype), hw, dtype).time_upper_s * 1e6,
+        unit="µs",
+        rtol=0.01,
+        hints=(
+            "Work out T_math = FLOPs / peak and T_mem = bytes / bandwidth separately.",
+            "The pessimistic bound assumes no overlap at all between math and memory traffic.",
+            "roofline.analyze(formulas.gemm(n, n, n, 'bf16'), 'h100', 'bf16') gives both times.",
+        ),
+        misconceptions=(
+            Misconception("optimistic-bound", "That is max(T_math, T_mem), the optimistic bound, which assumes "
+                                              "perfect overlap. The pessimistic bound adds the two times.",
+                          answer=lambda hw, dtype, n: _placed(formulas.gemm(n, n, n, dtype), hw, dtype).time_s * 1e6),
+            Misconception("memory-time-only", "That is T_mem alone. This GEMM is compute-bound: T_math is the "
+                                              "larger term, and the pessimistic bound adds both.",
+                          answer=lambda hw, dtype, n: _placed(formulas.gemm(n, n, n, dtype), hw, dtype).t_mem_s * 1e6),
+            Misconception("fma-one-flop", "Your T_math is half what it should be: a GEMM is 2MNK FLOPs, "
+                                          "one multiply and one add per term.",
+                          answer=lambda hw, dtype, n: (lambda p: (p.t_math_s / 2 + p.t_mem_s) * 1e6)(
+                              _placed(formulas.gemm(n, n, n, dtype), hw, dtype))),
+            Misconception("unit", "The question asks for a time, in µs.", unit=True),
+        ),
+    ),
+    Question(
+        id="l03.more-flops",
+        lesson="03",
+        kind="numeric",
+        prompt="A new GPU has {factor}x the {hw}'s dense {dtype} peak and the same memory bandwidth. By what factor "
+               "does the decode GEMV x[1, {k}] @ W[{k}, {n}] in {dtype} get faster on it (optimistic bound)?",
+        params={**_H100, "dtype": "bf16", "factor": 2, "k": 4096, "n": 4096},
+        key=lambda hw, dtype, factor, k, n: _decode_time(k, n, hw, dtype) / _decode_time(k, n, hw, dtype, factor),
+        unit="dimensionless",
+        rtol=0.02,
+        hints=(
+            "Is the GEMV memory- or compute-bound? Compare its intensity with the ridge.",
+            "Its time is the larger of T_math and T_mem: which of them did the new GPU change?",
+        ),
+        misconceptions=(
+            Misconception("flops-help-memory-bound",
+                          "More FLOP/s does nothing for a memory-bound kernel: its time is bytes / bandwidth, and "
+                          "neither changed. Only the already tiny T_math shrank.",
+                          answer=lambda hw, dtype, factor, k, n: factor),
+        ),
+    ),
+    Question(
+        id="l03.batch-move",
+        lesson="03",
+        kind="choice",
+        prompt="Serving {batch} requests together turns the decode GEMV x[1, {d}] @ W[{d}, {d}] into the GEMM "
+               "X[{batch}, {d}] @ W[{d}, {d}] ({dtype}). On the roofline, does the kernel's point move "
+               "horizontally (its intensity changes) or vertically (same intensity, closer to its roof)?",
+        params={"batch": 64, "d": 4096, "dtype": "bf16"},
+        choices=("horizontal", "vertical"),
+        key=_move,
+        hints=(
+            "Count what grows with the batch: the FLOPs, and which of the bytes?",
+            "The weight W dominates the bytes and is read once whatever the batch.",
+        ),
+        misconceptions=(
+            Misconception("batching-is-vertical",
+                          "Batching changes the ratio: the FLOPs grow with the batch while the weight, most of the "
+                          "bytes, is read once. A vertical move keeps FLOPs per byte fixed (a better kernel for the "
+                          "same work). On the slanted memory roof the point does rise too, because the roof above "
+                          "it rises.",
+                          answer=lambda batch, d, dtype: "vertical"),
+        ),
+    ),
+    Question(
+        id="l03.ex-batch1-bound",
+        lesson="03",
+        kind="choice",
+        prompt="Seed 003, exercise 1: with the {hw}'s {dtype} peak and bandwidth, is a GEMM through a {d}x{d} "
+               "weight at batch {batch} (X[{batch}, {d}] @ W[{d}, {d}]) memory- or compute-bound?",
+        params={**_H100, "dtype": "bf16", "d": 4096, "batch": 1},
+        choices=("memory", "compute"),
+        key=lambda hw, dtype, d, batch: _placed(formulas.gemm(batch, d, d, dtype), hw, dtype).bound,
+        points=2,
+        hints=(
+            "The 4096 x 4096 is the size of the weight. What is the size of the work per byte at batch 1?",
+            "Each weight element (2 bytes) is used in one multiply-add (2 FLOPs). Compare that with the ridge.",
+        ),
+        misconceptions=(
+            Misconception("big-matrix-is-compute-bound",
+                          "A big weight does not make a kernel compute-bound: at batch 1 each weight element is read "
+                          "once for one multiply-add, about 1 FLOP per byte, far left of the ridge.",
+                          answer=lambda hw, dtype, d, batch: "compute"),
+        ),
+    ),
+    Question(
+        id="l03.ex-add-percent",
+        lesson="03",
+        kind="numeric",
+        prompt="Predict, then measure (scaling-book): c = a + b over 2^{log2n} FP32 elements on an {hw} ran in "
+               "{measured_ms} ms. What percent of its roofline did it reach?",
+        params={**_H100, "log2n": 30, "measured_ms": 4.1},
+        key=_add_percent,
+        unit="percent",
+        rtol=0.01,
+        points=2,
+        hints=(
+            "Count FLOPs and bytes: one add, two 4-byte reads and one 4-byte write per element.",
+            "The roof at this intensity is bandwidth x intensity; the achieved rate is FLOPs / measured time.",
+            "Equivalently: the predicted time (the roofline's) divided by the measured time.",
+        ),
+        misconceptions=(
+            Misconception("fraction-not-percent", "That is a fraction; the question asks for percent (x 100).",
+                          scale=0.01),
+            Misconception("against-peak-flops",
+                          "You compared with the compute peak. At 1/12 FLOP/byte the add sits far under the memory "
+                          "roof: its roof there is bandwidth x intensity, not the peak.",
+                          answer=lambda hw, log2n, measured_ms: 100 * _add(log2n).flops / (measured_ms / 1e3)
+                          / hardware.get(hw).peak("fp32")),
+            Misconception("roof-is-achieved", "The roof is an asymptote, not what a kernel runs at: a memory-bound "
+                                              "kernel is bounded by the memory roof, and the measurement says how "
+                                              "close it came. Divide the predicted time by the measured one.",
+                          answer=lambda hw, log2n, measured_ms: 100.0),
+            Misconception("inverted", "More than 100% of the roofline is impossible: you divided the measured time "
+                                      "by the predicted one. Divide the predicted by the measured.",
+                          answer=lambda hw, log2n, measured_ms: 1e4 / _add_percent(log2n, measured_ms, hw)),
+        ),
+    ),
+)

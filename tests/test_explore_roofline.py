@@ -1,0 +1,114 @@
+"""The roofline explorer: its state is roofline.analyze's, the bound flips at the ridge, callbacks update it."""
+
+import base64
+import html
+import re
+
+import pytest
+
+from roofkit import formulas, hardware, roofline
+from roofkit.errors import InvalidValue, UnknownName, UnsupportedPrecision
+from roofkit.explore import roofline_explorer
+from roofkit.explore.roofline import KERNELS, build_explorer, explorer_state, summary
+
+
+def _text(widget) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", widget.label.value))
+
+
+def test_state_is_roofline_analyze():
+    state = explorer_state("h100", "bf16", "gemm", 4096)
+    placed = roofline.analyze(formulas.gemm(4096, 4096, 4096, "bf16"), "h100", "bf16")
+    for field in ("flops", "bytes", "intensity", "ridge", "bound", "time_s", "time_upper_s", "t_math_s", "t_mem_s"):
+        assert state[field] == getattr(placed, field)
+    assert state["accelerator"] == "NVIDIA H100 SXM5 80GB" and state["accelerator_key"] == "h100-sxm"
+    assert state["intensity"] == pytest.approx(1365.33, abs=0.01)  # seed 000: about 1365
+
+
+def test_summary_is_the_starting_text():
+    assert summary() == ("H100 SXM5 80GB, bf16, GEMM n=4096: intensity 1365 FLOP/byte, ridge 295 FLOP/byte, "
+                         "compute-bound, ≥ 139 µs (≤ 169 µs without overlap)")
+
+
+@pytest.mark.parametrize("kernel, below, above", [
+    ("gemm", 512, 1024),          # square GEMM crosses the H100 BF16 ridge at n = 886
+    ("decode", 256, 512),         # the decode GEMM at batch 345 (seed 003, exercise 4)
+    ("attention", 256, 1024),     # fused attention: I grows with the sequence
+])
+def test_size_moves_the_bound_across_the_ridge(kernel, below, above):
+    assert explorer_state("h100", "bf16", kernel, below)["bound"] == "memory"
+    assert explorer_state("h100", "bf16", kernel, above)["bound"] == "compute"
+
+
+def test_elementwise_kernels_never_cross():
+    for kernel in ("gelu", "add"):
+        lo, hi = KERNELS[kernel].exponents
+        assert {explorer_state("b200", "bf16", kernel, 2**e)["bound"] for e in (lo, hi)} == {"memory"}
+        assert explorer_state("h100", "bf16", kernel, 2**lo)["intensity"] == pytest.approx(
+            explorer_state("h100", "bf16", kernel, 2**hi)["intensity"])
+
+
+def test_every_kernel_on_every_accelerator_and_precision_fits_the_axes():
+    from roofkit.explore.roofline import XLIM
+
+    for acc in hardware.catalog():
+        for p in acc.precisions:
+            for name, spec in KERNELS.items():
+                for e in spec.exponents:
+                    state = explorer_state(acc.key, p, name, 2**e)
+                    assert XLIM[0] <= state["intensity"] <= XLIM[1], (acc.key, p, name, e)
+
+
+def test_starting_call_prints_the_summary(capsys):
+    explorer = roofline_explorer("h100", "bf16", "gemm", 4096)
+    assert capsys.readouterr().out.strip() == summary("h100", "bf16", "gemm", 4096)
+    assert "roofkit-bound" in explorer.label._dom_classes
+    assert "roofkit-plot" in explorer.plot._dom_classes
+    assert "run the notebook live" in repr(explorer)
+    bundle = explorer._repr_mimebundle_()
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")  # the static figure
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert explorer.plot.outputs[0]["data"]["text/plain"] == explorer.state["summary"]
+
+
+def test_callbacks_update_the_label_and_the_plot():
+    explorer = build_explorer("h100", "bf16", "gemm", 4096)
+    assert "compute-bound" in _text(explorer)
+    first_png = explorer._png
+
+    explorer.size.value = 512
+    assert "memory-bound" in _text(explorer) and "GEMM n=512" in _text(explorer)
+    assert explorer.state["size"] == 512 and explorer._png != first_png
+
+    explorer.precision.value = "fp8"  # the ridge moves right
+    assert "591 FLOP/byte" in _text(explorer)
+
+    explorer.kernel.value = "decode"  # the slider resets to the kernel's own range and default
+    assert explorer.size.value == KERNELS["decode"].default == 1
+    assert explorer.size.description == "batch"
+    assert "decode GEMM batch=1" in _text(explorer) and "memory-bound" in _text(explorer)
+
+    explorer.accelerator.value = "t4"  # no FP8 on a T4: the precision falls back to FP16
+    assert explorer.precision.value == "fp16"
+    assert [value for _, value in explorer.precision.options] == hardware.get("t4").precisions
+    assert "T4" in _text(explorer) and explorer.state["accelerator_key"] == "t4"
+
+    explorer.accelerator.value = "h200"
+    explorer.kernel.value = "gemm"
+    explorer.size.value = 768  # memory-bound on an H100, compute-bound on an H200 (lesson 04)
+    assert explorer.state["bound"] == "compute"
+    explorer.accelerator.value = "h100-sxm"
+    assert explorer.state["bound"] == "memory" and explorer.precision.value == "fp16"
+
+
+def test_bad_starting_values_name_the_choices():
+    with pytest.raises(UnknownName, match=r"Unknown kernel 'gemv'\. .*Expected one of: add, attention, decode"):
+        explorer_state(kernel="gemv")
+    with pytest.raises(UnsupportedPrecision, match=r"NVIDIA T4 has no bf16 peak"):
+        explorer_state("t4", "bf16")
+    with pytest.raises(InvalidValue, match=r"^size must be"):
+        explorer_state(size=0)
+    with pytest.raises(InvalidValue, match=r"^size must be a whole number"):
+        explorer_state(size=10.5)
+    with pytest.raises(UnknownName):
+        roofline_explorer(accelerator="h1000")
