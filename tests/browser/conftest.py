@@ -68,25 +68,39 @@ class Lab:
         self.base, self.token, self.root = base, token, root
 
     def url(self, path: str) -> str:
-        return f"{self.base}/{path}?token={self.token}"
+        # `reset` starts from an empty workspace: no tabs restored from the previous test
+        return f"{self.base}/{path}?reset&token={self.token}"
 
     def api(self, path: str):
         return _get(f"{self.base}/api/{path}?token={self.token}")
 
-    def wait_for_kernel(self, timeout: float = 60) -> None:
-        """Until a kernel is idle with a connection (clicking earlier can silently do nothing)."""
-        deadline = time.monotonic() + timeout
+    def wait_for_kernel(self, path: str, timeout: float = 90) -> None:
+        """Until the kernel of ``path``'s session is idle with a connection.
+
+        Clicking "Run All" earlier can silently do nothing; and the kernel of the
+        previous notebook must not be mistaken for this one's.
+        """
+        deadline, seen = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
-            try:
-                kernels = self.api("kernels")
-            except Exception:  # the endpoint can answer 500 for a moment while a kernel starts
-                kernels = []
-            if any(k.get("execution_state") == "idle" and k.get("connections", 0) >= 1 for k in kernels):
+            try:  # the endpoints can answer 500 for a moment while a kernel starts
+                sessions = {s["path"]: s["kernel"]["id"] for s in self.api("sessions") if s.get("kernel")}
+                kernels = {k["id"]: k for k in self.api("kernels")}
+            except Exception:
+                sessions, kernels = {}, {}
+            seen = kernels.get(sessions.get(path, ""), {})
+            if seen.get("execution_state") == "idle" and seen.get("connections", 0) >= 1:
                 return
             time.sleep(0.5)
-        raise TimeoutError(f"no idle, connected kernel after {timeout} s: {kernels}")
+        raise TimeoutError(f"the kernel of {path} was not idle and connected after {timeout} s: {seen}")
 
     def shutdown_kernels(self) -> None:
+        for session in self.api("sessions"):
+            request = urllib.request.Request(f"{self.base}/api/sessions/{session['id']}?token={self.token}",
+                                             method="DELETE")
+            try:
+                urllib.request.urlopen(request, timeout=10).close()
+            except Exception:
+                pass
         for kernel in self.api("kernels"):
             request = urllib.request.Request(f"{self.base}/api/kernels/{kernel['id']}?token={self.token}",
                                              method="DELETE")
