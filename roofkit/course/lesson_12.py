@@ -1,0 +1,257 @@
+"""Lesson 12, measure your machine: STREAM's byte counts and array sizes, predictions against measurements, fusion.
+
+Every key is about the method, with the lesson's own numbers as parameters, so
+that it is the same on every machine: a learner's measured figures are shown
+in the notebook but never checked.
+"""
+
+from __future__ import annotations
+
+from .. import formulas, fusion, hardware
+from ..measure import kernels, prediction_error, predict, stream
+from ..measure.fused import CHAIN
+from ..quiz import Misconception, Question, register
+
+_MIB = 2**20
+
+
+def _array_elements(llc_mib, factor):
+    return stream.array_elements(llc_mib * _MIB, 8, factor)[0]
+
+
+def _add(n):
+    """z = x + y over n FP32 elements: 1 FLOP, 2 reads and 1 write per element."""
+    return formulas.elementwise(n, 1, 2, 1, "fp32")
+
+
+def _predict_ms(cost, peak_gflops, bandwidth_gbs):
+    return predict(cost.flops, cost.bytes, peak_gflops * 1e9, bandwidth_gbs * 1e9) * 1e3
+
+
+def _machine(peak_gflops, bandwidth_gbs):
+    """A measured machine as an Accelerator (not registered in the catalog)."""
+    return hardware.Accelerator(key="example", name="example machine", vendor="-",
+                                peak_flops={"fp32": peak_gflops * 1e9}, bandwidth=bandwidth_gbs * 1e9)
+
+
+def _where(n, l2_mib, llc_mib, arrays=3):
+    """Where the working set of ``arrays`` FP32 arrays of n elements fits."""
+    return kernels.where(formulas.elementwise(n, 0, arrays, 0, "fp32").bytes, l2_mib * _MIB, llc_mib * _MIB)
+
+
+def _softmax_ratio(rows, cols):
+    return kernels.softmax_numpy_cost(rows, cols, 4).bytes / formulas.softmax(rows, cols, 4).bytes
+
+
+register(
+    Question(
+        id="l12.stream-array",
+        lesson="12",
+        kind="numeric",
+        prompt=("A CPU's last-level cache holds {llc_mib} MiB. STREAM's rule: each array must be at least {factor} "
+                "times the size of the caches, or the bandwidth you measure is the cache's. At least how many "
+                "float64 elements must each array hold?"),
+        params={"llc_mib": 32, "factor": 4},
+        key=_array_elements,
+        unit="dimensionless",
+        rtol=0.01,
+        hints=("First the size in bytes: the cache times the factor. A MiB is 2**20 bytes.",
+               "Then elements: a float64 takes 8 bytes."),
+        misconceptions=(
+            Misconception("bytes-not-elements", "That is the size in bytes. Divide by the 8 bytes of a float64 to "
+                                                "count elements.", scale=8),
+            Misconception("no-factor", "That array would only just fill the cache, and part of it would be "
+                                       "served from there. STREAM asks for several times the cache.",
+                          answer=lambda llc_mib, factor: _array_elements(llc_mib, 1)),
+            Misconception("mb-not-mib", "You used 10**6 bytes per MB. Cache sizes are binary: a MiB is 2**20 bytes.",
+                          answer=lambda llc_mib, factor: factor * llc_mib * 1e6 / 8),
+        ),
+        variants={"llc_mib": (8, 16, 32, 36, 64, 96), "factor": (4,)},
+    ),
+    Question(
+        id="l12.triad-bytes",
+        lesson="12",
+        kind="numeric",
+        prompt=("STREAM's triad computes a = b + q*c over n = {n} float64 elements. How many bytes does STREAM "
+                "count as moved by one run?"),
+        params={"n": 2**24},
+        key=lambda n: stream.stream_bytes("triad", n, 8),
+        unit="byte",
+        rtol=0.01,
+        hints=("Which arrays are read, and which are written? q is a single number.",
+               "Count each array of n elements that crosses memory once, times 8 bytes."),
+        misconceptions=(
+            Misconception("reads-only", "You counted the reads of b and c but not the write of a: the result "
+                                        "crosses memory too.", scale=2 / 3),
+            Misconception("write-allocate", "That counts the read of a's cache lines before they are written "
+                                            "(write-allocate). It is real on most CPUs, but STREAM's convention "
+                                            "leaves it out: count each array once.", scale=4 / 3),
+            Misconception("bits-not-bytes", "That is 8x too many: you counted bits. A float64 is 8 bytes.", scale=8),
+        ),
+        variants={"n": (2**23, 2**24, 2**25, 10**7, 3 * 10**7)},
+    ),
+    Question(
+        id="l12.triad-numpy-bytes",
+        lesson="12",
+        kind="numeric",
+        prompt=("Written as np.add(b, q * c, out=a), the triad first computes t = q * c into a new array of n "
+                "elements, then adds b. For n = {n} float64 elements and arrays far larger than the caches, how "
+                "many bytes cross memory in one run?"),
+        params={"n": 2**24},
+        key=lambda n: stream.stream_bytes("triad_numpy", n, 8),
+        unit="byte",
+        rtol=0.01,
+        hints=("Two numpy calls, two passes over memory. Count each one on its own.",
+               "The multiply reads c and writes t; the add reads b and t and writes a.",
+               "t is far too big to stay in the cache: it is written to memory and read back."),
+        misconceptions=(
+            Misconception("stream-count", "That is STREAM's count, for a triad done in one pass. numpy's temporary "
+                                          "t goes to memory and comes back: count it.", scale=3 / 5),
+            Misconception("temporary-once", "You counted t once. It crosses memory twice: written by the "
+                                            "multiply, read back by the add.", scale=4 / 5),
+        ),
+        variants={"n": (2**23, 2**24, 2**25, 10**7)},
+    ),
+    Question(
+        id="l12.prediction-error",
+        lesson="12",
+        kind="numeric",
+        prompt=("From the measured roofs the roofline predicts {predicted_ms} ms for a kernel; you measure "
+                "{measured_ms} ms. What is the prediction error, measured / predicted - 1? (Answer 0.25 for 25% "
+                "slower than predicted.)"),
+        params={"predicted_ms": 8.0, "measured_ms": 10.0},
+        key=lambda predicted_ms, measured_ms: prediction_error(measured_ms, predicted_ms),
+        unit="dimensionless",
+        rtol=0.01,
+        hints=("Divide the measurement by the prediction.", "Then subtract 1: a perfect prediction scores 0."),
+        misconceptions=(
+            Misconception("inverted", "You divided the prediction by the measurement. The error is measured / "
+                                      "predicted - 1: positive when the kernel is slower than predicted.",
+                          answer=lambda predicted_ms, measured_ms: predicted_ms / measured_ms - 1),
+            Misconception("relative-to-measured", "You took the difference relative to the measurement. The "
+                                                  "prediction is the reference: divide by it.",
+                          answer=lambda predicted_ms, measured_ms: (measured_ms - predicted_ms) / measured_ms),
+            Misconception("percent", "Write the error as a fraction: 0.25 for 25%.", scale=100),
+        ),
+        variants={"predicted_ms": (4.0, 8.0, 12.5, 20.0), "measured_ms": (5.0, 10.0, 15.0, 30.0)},
+    ),
+    Question(
+        id="l12.predict-add",
+        lesson="12",
+        kind="numeric",
+        prompt=("A machine measures B = {bandwidth_gbs} GB/s (STREAM triad) and P = {peak_gflops} GFLOP/s in FP32 "
+                "(matrix multiply). What time does its roofline predict for z = x + y over n = {n} FP32 elements? "
+                "Answer in ms."),
+        params={"n": 2**25, "bandwidth_gbs": 20, "peak_gflops": 200},
+        key=lambda n, bandwidth_gbs, peak_gflops: _predict_ms(_add(n), peak_gflops, bandwidth_gbs),
+        unit="ms",
+        rtol=0.02,
+        hints=("Count the FLOPs and the bytes, then take the larger of FLOPs / P and bytes / B.",
+               "An add reads two arrays and writes one, 4 bytes per element in FP32.",
+               "The add is far below the ridge: the memory time decides."),
+        misconceptions=(
+            Misconception("forgot-write", "You counted the two reads but not the write of z.", scale=2 / 3),
+            Misconception("compute-time", "That is the time of the arithmetic alone. The add does 1 FLOP per 12 "
+                                          "bytes, far below the ridge: memory decides its time.",
+                          answer=lambda n, bandwidth_gbs, peak_gflops: _add(n).flops / (peak_gflops * 1e9) * 1e3),
+            Misconception("float64", "You used 8 bytes per element: FP32 takes 4.", scale=2),
+        ),
+        variants={"n": (2**24, 2**25, 2**26), "bandwidth_gbs": (10, 20, 40, 60), "peak_gflops": (100, 200, 500)},
+    ),
+    Question(
+        id="l12.fusion-bytes",
+        lesson="12",
+        kind="numeric",
+        prompt=("numpy runs y = (x * q + bias) * g + r over n = {n} FP32 elements as four passes, each writing a "
+                "full-size temporary: t1 = x * q, t2 = t1 + bias, t3 = t2 * g, y = t3 + r. How many bytes cross "
+                "memory? (q and bias are single numbers.)"),
+        params={"n": 2**25},
+        key=lambda n: fusion.chain(list(CHAIN), n, "fp32").unfused.bytes,
+        unit="byte",
+        rtol=0.01,
+        hints=("Count each pass on its own: the arrays it reads and the one it writes.",
+               "Passes 1 and 2 read one array each; passes 3 and 4 read two (a temporary and g or r).",
+               "Each of them writes one array of n elements, 4 bytes each."),
+        misconceptions=(
+            Misconception("fused", "That is what a fused kernel moves (x, g and r in, y out). numpy writes every "
+                                   "temporary to memory and reads it back.",
+                          answer=lambda n: fusion.chain(list(CHAIN), n, "fp32").fused.bytes),
+            Misconception("bits-not-bytes", "That is 8x too many: you counted bits.", scale=8),
+        ),
+        variants={"n": (2**23, 2**24, 2**25, 10**7)},
+    ),
+    Question(
+        id="l12.ex-where",
+        lesson="12",
+        kind="choice",
+        prompt=("Exercise. A CPU has {l2_mib} MiB of L2 per core and a {llc_mib} MiB last-level cache. You time "
+                "z = x + y over n = {n} FP32 elements. Where does the kernel's working set fit? L2 (in one core's "
+                "L2), LLC (in the last-level cache), >LLC (larger, but less than 4x it: partly served by the "
+                "cache), or DRAM (at least 4x the last-level cache: a measurement of memory)?"),
+        params={"n": 2**22, "l2_mib": 1, "llc_mib": 32},
+        key=_where,
+        choices=("L2", "LLC", ">LLC", "DRAM"),
+        hints=("The working set is every array the kernel touches: x, y and z.",
+               "Compare it with the cache, and with 4x the cache (STREAM's rule)."),
+        misconceptions=(
+            Misconception("one-array", "You sized one array. The kernel touches three, x, y and z: add them up.",
+                          answer=lambda n, l2_mib, llc_mib: _where(n, l2_mib, llc_mib, arrays=1)),
+            Misconception("bigger-is-enough", "Larger than the cache is not enough: part of the data is still "
+                                              "served from it. STREAM asks for at least 4x the cache.",
+                          answer=lambda n, l2_mib, llc_mib: "DRAM" if _where(n, l2_mib, llc_mib) == ">LLC"
+                          else "LLC"),
+        ),
+        points=2,
+        variants={"n": (2**16, 2**20, 2**22, 2**24, 2**25), "l2_mib": (1, 2), "llc_mib": (16, 32, 64)},
+    ),
+    Question(
+        id="l12.ex-softmax-traffic",
+        lesson="12",
+        kind="numeric",
+        prompt=("Exercise. numpy computes a row softmax of a [{rows}, {cols}] FP32 array in five passes over the "
+                "whole array: max (reads it), subtract (reads, writes), exp (reads, writes), sum (reads), divide "
+                "(reads, writes). By what factor does its traffic exceed the ideal model's (read the input once, "
+                "write the output once)? Ignore the small per-row vectors."),
+        params={"rows": 16384, "cols": 1024},
+        key=_softmax_ratio,
+        unit="dimensionless",
+        rtol=0.01,
+        hints=("Count array-sized transfers: one per read, one per write, over the five passes.",
+               "The ideal model moves two arrays: the input read and the output written."),
+        misconceptions=(
+            Misconception("passes", "That is the number of passes. Some passes read and write: count transfers.",
+                          answer=lambda rows, cols: len(kernels.SOFTMAX_NUMPY_PASSES)),
+            Misconception("reads-only", "You counted the reads but not the writes of subtract, exp and divide.",
+                          answer=lambda rows, cols: _softmax_ratio(rows, cols) * 5 / 8),
+        ),
+        points=2,
+        variants={"rows": (4096, 16384, 65536), "cols": (512, 1024, 4096)},
+    ),
+    Question(
+        id="l12.ex-fusion-speedup",
+        lesson="12",
+        kind="numeric",
+        prompt=("Exercise. On a machine with B = {bandwidth_gbs} GB/s and P = {peak_gflops} GFLOP/s in FP32, "
+                "predict the speed-up of fusing y = (x * q + bias) * g + r over n = {n} FP32 elements: the "
+                "roofline time of numpy's four passes over the roofline time of one fused pass (ignore per-call "
+                "overhead)."),
+        params={"n": 2**25, "bandwidth_gbs": 20, "peak_gflops": 200},
+        key=lambda n, bandwidth_gbs, peak_gflops: fusion.chain(list(CHAIN), n, "fp32").time(
+            _machine(peak_gflops, bandwidth_gbs), "fp32", launch_overhead_s=0)["speedup"],
+        unit="dimensionless",
+        rtol=0.02,
+        hints=("Is each pass memory- or compute-bound on this machine? Compare its intensity with the ridge.",
+               "When every pass is memory-bound, time is bytes / B, so the speed-up is a ratio of bytes.",
+               "Count the bytes of the four passes, and of one pass that reads x, g, r and writes y."),
+        misconceptions=(
+            Misconception("launches", "That is the number of kernels saved, not the time. Each pass takes time "
+                                      "in proportion to the bytes it moves.",
+                          answer=lambda n, bandwidth_gbs, peak_gflops: fusion.chain(list(CHAIN), n, "fp32")
+                          .launches_unfused),
+            Misconception("flops", "Fusion does not remove FLOPs: the same arithmetic is done either way. It "
+                                   "removes bytes, and these passes are limited by bytes.", answer=lambda **p: 1),
+        ),
+        points=2,
+        variants={"n": (2**24, 2**25), "bandwidth_gbs": (10, 20, 50), "peak_gflops": (100, 200, 1000)},
+    ),
+)

@@ -1,0 +1,93 @@
+"""Lesson 12 replays its method's published numbers against its question keys.
+
+Oracles: STREAM's own table of bytes per iteration (McCalpin,
+https://www.cs.virginia.edu/stream/ref.html: COPY 16, SCALE 16, SUM 24, TRIAD 24
+bytes for 8-byte elements) and its sizing rule (each array at least 4x the
+last-level caches); scaling-book's GPU chapter (c = a + b over 2^30 FP32
+elements on an H100: about 3.84 ms predicted); and the identities of the
+roofline (a memory-bound chain's fusion speed-up is its traffic ratio; a
+compute-bound one gains nothing, the FLOPs being the same).
+"""
+
+import pytest
+
+from roofkit import hardware, quiz
+
+H100 = hardware.get("h100")
+
+
+def key(question_id, **params):
+    question = quiz.get(question_id)
+    return (question.with_params(**params) if params else question).answer_key()
+
+
+def judge(question_id, answer, **params):
+    question = quiz.get(question_id)
+    return quiz.judge(question.with_params(**params) if params else question, answer)
+
+
+def test_stream_counts_its_bytes_per_iteration():
+    # STREAM's table: TRIAD moves 24 bytes per iteration (3 arrays of doubles)
+    assert key("l12.triad-bytes", n=1) == 24
+    assert key("l12.triad-bytes") == 24 * 2**24
+    assert judge("l12.triad-bytes", "384 MiB").correct  # 2^24 x 24 bytes
+    assert judge("l12.triad-bytes", 16 * 2**24).misconception == "reads-only"
+    assert judge("l12.triad-bytes", 32 * 2**24).misconception == "write-allocate"
+
+
+def test_numpy_triad_moves_its_temporary_twice():
+    assert key("l12.triad-numpy-bytes", n=1) == 40  # 24 + t written (8) and read back (8)
+    assert judge("l12.triad-numpy-bytes", 24 * 2**24).misconception == "stream-count"
+    assert judge("l12.triad-numpy-bytes", 32 * 2**24).misconception == "temporary-once"
+
+
+def test_arrays_are_four_times_the_cache():
+    assert key("l12.stream-array") == 4 * 32 * 2**20 / 8 == 16_777_216
+    assert key("l12.stream-array", llc_mib=96) == 4 * 96 * 2**20 / 8
+    assert judge("l12.stream-array", 4 * 32 * 2**20).misconception == "bytes-not-elements"
+    assert judge("l12.stream-array", 32 * 2**20 / 8).misconception == "no-factor"
+    assert judge("l12.stream-array", 4 * 32e6 / 8).misconception == "mb-not-mib"
+
+
+def test_scaling_book_add_on_an_h100():
+    # c = a + b over 2^30 FP32 elements: 12 bytes per element at 3.35 TB/s, about 3.84 ms
+    ms = key("l12.predict-add", n=2**30, bandwidth_gbs=H100.bandwidth / 1e9, peak_gflops=H100.peak("fp32") / 1e9)
+    assert ms == pytest.approx(3.84, abs=0.01)
+    assert key("l12.predict-add") == pytest.approx(12 * 2**25 / 20e9 * 1e3)
+    assert judge("l12.predict-add", "20.13 ms").correct and judge("l12.predict-add", "0.02013 s").correct
+    assert judge("l12.predict-add", 8 * 2**25 / 20e9 * 1e3).misconception == "forgot-write"
+    assert judge("l12.predict-add", 2**25 / 200e9 * 1e3).misconception == "compute-time"
+
+
+def test_prediction_error_is_measured_over_predicted():
+    assert key("l12.prediction-error") == pytest.approx(0.25)
+    assert key("l12.prediction-error", predicted_ms=20.0, measured_ms=15.0) == pytest.approx(-0.25)
+    assert judge("l12.prediction-error", -0.2).misconception == "inverted"
+    assert judge("l12.prediction-error", 0.2).misconception == "relative-to-measured"
+    assert judge("l12.prediction-error", 25).misconception == "percent"
+
+
+def test_fusion_chain_bytes_and_speedup():
+    assert key("l12.fusion-bytes", n=1) == 10 * 4  # 2 + 2 + 3 + 3 arrays of FP32
+    assert judge("l12.fusion-bytes", 4 * 4 * 2**25).misconception == "fused"
+    assert key("l12.ex-fusion-speedup") == pytest.approx(10 / 4)  # memory-bound: the traffic ratio
+    # a machine so slow at arithmetic that every pass is compute-bound: fusion saves nothing
+    assert key("l12.ex-fusion-speedup", peak_gflops=1e-3, bandwidth_gbs=1000) == pytest.approx(1)
+    assert judge("l12.ex-fusion-speedup", 4).misconception == "launches"
+    assert judge("l12.ex-fusion-speedup", 1).misconception == "flops"
+
+
+def test_where_a_working_set_lives():
+    assert key("l12.ex-where") == ">LLC"  # 3 x 16 MiB = 48 MiB: above 32 MiB, below 4 x 32 MiB
+    assert key("l12.ex-where", n=2**16) == "L2"  # 768 KiB
+    assert key("l12.ex-where", n=2**20) == "LLC"  # 12 MiB
+    assert key("l12.ex-where", n=2**25) == "DRAM"  # 384 MiB >= 128 MiB
+    assert judge("l12.ex-where", "LLC").misconception == "one-array"
+    assert judge("l12.ex-where", "DRAM").misconception == "bigger-is-enough"
+
+
+def test_numpy_softmax_moves_four_times_the_ideal_traffic():
+    assert key("l12.ex-softmax-traffic") == 4
+    assert key("l12.ex-softmax-traffic", rows=1, cols=7) == 4  # independent of the shape
+    assert judge("l12.ex-softmax-traffic", 5).misconception == "passes"
+    assert judge("l12.ex-softmax-traffic", 2.5).misconception == "reads-only"

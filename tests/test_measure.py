@@ -1,0 +1,334 @@
+"""roofkit.measure: plausible measurements at tiny sizes, STREAM's byte counts, the profile's round trip,
+the prediction table's arithmetic, the GPU path's absence, and the CLI's JSON.
+
+Measured figures are machine-specific and noisy (a shared 2-core runner, a
+laptop, a server): the tests assert only what must hold everywhere.
+"""
+
+import json
+import re
+import sys
+import types
+
+import pytest
+
+from roofkit import cli, formulas, fusion, hardware, measure, roofline
+from roofkit.errors import InvalidValue, RoofkitError
+from roofkit.measure import gpu, kernels, stream, system
+
+# Every size scaled from a pretend 256 KiB cache: the whole run takes a second or two.
+TINY = measure.Settings(matmul_sizes=(64, 128), rounds=2, budget_s=0.5, places=("LLC", "DRAM"), max_gemm=128)
+TINY_LLC = 256 * 1024
+
+
+def tiny_run(**options):
+    return measure.run(**{"progress": False, "gpu": False, "llc_bytes": TINY_LLC, "settings": TINY,
+                          "threads": 2, **options})
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return tiny_run()
+
+
+@pytest.fixture
+def scratch_catalog():
+    """Let a test register a profile, then put the module-global catalog back as it was."""
+    saved_catalog, saved_index = dict(hardware._load()), dict(hardware._index)
+    yield
+    hardware._catalog.clear()
+    hardware._catalog.update(saved_catalog)
+    hardware._index.clear()
+    hardware._index.update(saved_index)
+
+
+def synthetic(**changes) -> measure.Profile:
+    fields = dict(host="lab-pc", date="2026-11-03", cpu="Example CPU", vendor="Example", threads=4, quick=True,
+                  llc_bytes=32 * 2**20, l2_bytes=2**20, cache_source="sysfs",
+                  peak_flops_per_s={"fp64": 1e11, "fp32": 2e11}, bandwidth_bytes_per_s=2e10)
+    return measure.Profile(**fields | changes)
+
+
+# --- measurements are plausible ----------------------------------------------------------
+
+
+def test_quick_measurement_is_plausible(profile):
+    for precision in ("fp64", "fp32"):
+        assert 1e6 < profile.peak_flops_per_s[precision] < 1e14  # a CPU: above 1 MFLOP/s, below 100 TFLOP/s
+    assert 1e7 < profile.bandwidth_bytes_per_s < 1e13
+    assert set(profile.stream) == set(stream.KERNELS)
+    for row in profile.stream.values():
+        assert row["time_s"] > 0 and 1e7 < row["bandwidth_bytes_per_s"] < 1e13
+    assert {m["n"] for m in profile.matmul} == set(TINY.matmul_sizes)
+    assert {k.kernel for k in profile.kernels} == set(kernels.KERNELS)
+    for k in profile.kernels:
+        assert k.time_s > 0 and k.predicted_s > 0 and k.flops > 0 and k.bytes_moved >= k.bytes_ideal > 0
+        assert k.bound in ("memory", "compute") and -1 < k.error < 1e4
+    assert profile.gpu is None and profile.gpu_status.startswith("GPU:")
+    assert profile.elapsed_s > 0
+
+
+def test_profile_roofs_match_its_measurements(profile):
+    roof = max(profile.stream[k]["bandwidth_bytes_per_s"] for k in ("copy", "scale", "add", "triad"))
+    assert profile.bandwidth_bytes_per_s == roof  # the best of STREAM's own four loops
+    assert profile.stream[profile.bandwidth_kernel]["bandwidth_bytes_per_s"] == roof
+    for precision in ("fp64", "fp32"):
+        best = max(m["flops_per_s"] for m in profile.matmul if m["dtype"] == precision)
+        assert profile.peak_flops_per_s[precision] == best
+    for m in profile.matmul:
+        assert m["flops"] == formulas.gemm(m["n"], m["n"], m["n"]).flops
+
+
+def test_stream_arrays_are_four_times_the_cache(profile):
+    n = next(iter(profile.stream.values()))["n"]
+    assert n * 8 >= 4 * TINY_LLC
+    assert stream.array_elements(32 * 2**20) == (4 * 32 * 2**20 // 8, "4x the last-level cache")
+    n, note = stream.array_elements(32 * 2**20, memory_available=64 * 2**20)  # too little memory: capped
+    assert n * 8 * 4 <= 64 * 2**20 / 4 and "capped" in note
+
+
+def test_dram_kernels_are_outside_the_caches(profile):
+    outside = profile.outside_caches()
+    assert outside and all(k.working_set >= 4 * TINY_LLC and k.where == "DRAM" for k in outside)
+    assert profile.median_error() >= 0
+
+
+def test_fusion_is_measured_against_the_fusion_model(profile):
+    f = profile.fusion
+    chain = fusion.chain(list(f["ops"]), f["n"], "fp32")
+    assert f["bytes_unfused"] == chain.unfused.bytes and f["bytes_fused"] == chain.fused.bytes
+    assert f["traffic_ratio"] == pytest.approx(10 / 4)  # 2 + 2 + 3 + 3 arrays unfused; x, g, r in and y out fused
+    assert 1 < f["predicted_speedup"] <= f["traffic_ratio"] + 1e-9
+    assert min(f["unfused_s"], f["fused_s"], f["blocked_s"], f["expression_s"]) > 0
+
+
+def test_threads_must_be_a_positive_whole_number():
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InvalidValue, match="threads must be a whole number"):
+            tiny_run(threads=bad)
+
+
+# --- STREAM's byte counting ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel, arrays", [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3), ("triad_numpy", 5)])
+def test_stream_byte_counts(kernel, arrays):
+    # STREAM counts 2, 2, 3, 3 arrays (McCalpin); numpy's triad adds its temporary, written once and read once
+    for n, b in ((1000, 8), (2**20, 4)):
+        assert stream.stream_bytes(kernel, n, b) == arrays * n * b
+
+
+def test_triad_is_the_fused_chain_and_numpy_the_unfused_one():
+    chain = fusion.chain(["scale", "residual_add"], 1000, 8)
+    assert stream.stream_cost("triad", 1000) == chain.fused
+    assert stream.stream_cost("triad_numpy", 1000) == chain.unfused
+    assert stream.stream_cost("triad", 1000).flops == 2 * 1000  # a multiply and an add per element
+
+
+def test_unknown_stream_kernel_names_the_choices():
+    with pytest.raises(InvalidValue, match=r"Unknown STREAM kernel 'trial'\. Expected one of: copy, scale"):
+        stream.stream_bytes("trial", 10)
+
+
+def test_numpy_softmax_moves_four_times_the_ideal_bytes():
+    cost = kernels.softmax_numpy_cost(4096, 1024)
+    ideal = formulas.softmax(4096, 1024, 4)
+    assert cost.flops == ideal.flops and cost.bytes == 4 * ideal.bytes == 8 * 4096 * 1024 * 4
+
+
+def test_shapes_reach_their_working_set():
+    target = 4 * 32 * 2**20
+    assert formulas.elementwise(kernels.shapes("add", target)[0], 1, 2, 1, 4).bytes >= target
+    assert formulas.reduction(*kernels.shapes("reduction", target), 4).bytes >= target
+    assert formulas.gemv(*kernels.shapes("gemv", target), 4).bytes >= target
+    assert kernels.where(target, 2**20, 32 * 2**20) == "DRAM" and kernels.where(2**19, 2**20, 32 * 2**20) == "L2"
+
+
+# --- the prediction table's arithmetic -----------------------------------------------------------
+
+
+def result(flops, nbytes, measured_s, peak=1e11, bandwidth=1e10):
+    return kernels.KernelResult("k", "DRAM", (1,), "fp32", flops, nbytes, nbytes, nbytes, measured_s,
+                                measure.predict(flops, nbytes, peak, bandwidth),
+                                roofline.bound(flops / nbytes, peak, bandwidth))
+
+
+def test_prediction_is_the_roofline_time_and_error_is_relative():
+    compute = result(2e9, 1e6, measured_s=0.025)  # 2e9 FLOP / 1e11 FLOP/s = 20 ms; 1e6 B / 1e10 B/s = 0.1 ms
+    assert compute.predicted_s == pytest.approx(0.02) and compute.bound == "compute"
+    assert compute.error == pytest.approx(0.25)
+    memory = result(1e6, 1e9, measured_s=0.05)  # 1e9 B / 1e10 B/s = 100 ms; the FLOPs take 10 µs
+    assert memory.predicted_s == pytest.approx(0.1) and memory.bound == "memory"
+    assert memory.error == pytest.approx(-0.5)
+    assert measure.prediction_error(3.0, 2.0) == pytest.approx(0.5)
+    rows = measure.prediction_table([compute, memory])
+    assert [r["error"] for r in rows] == [compute.error, memory.error]
+    assert rows[0]["predicted_s"] == compute.predicted_s and rows[1]["measured_s"] == 0.05
+    text = measure.format_table(rows)
+    assert "+25%" in text and "-50%" in text and "20 ms" in text
+
+
+def test_median_error_uses_only_kernels_outside_the_caches():
+    p = synthetic(kernels=[result(1e6, 1e9, 0.05), result(1e6, 1e9, 0.13), result(1e6, 1e9, 0.11),
+                           result(1e6, 1e3, 1.0)])  # the last one's working set is 1 kB: in the caches
+    assert p.median_error() == pytest.approx(0.3)  # |errors| 0.5, 0.3, 0.1
+    assert synthetic().median_error() is None
+
+
+# --- the profile: JSON, catalog entry, round trip ------------------------------------------------------
+
+
+def test_profile_entry_is_a_catalog_table():
+    entry = synthetic().entry()
+    assert entry["source"] == "measured on lab-pc 2026-11-03 by roofkit measure"
+    assert entry["peak_tflops"] == {"fp64": 0.1, "fp32": 0.2} and entry["bandwidth_tb_s"] == 0.02
+    with pytest.raises(InvalidValue, match="no GPU measurement"):
+        synthetic().entry("gpu")
+    with pytest.raises(InvalidValue, match="Unknown device 'tpu'"):
+        synthetic().entry("tpu")
+
+
+def test_profile_round_trip(tmp_path, profile, scratch_catalog):
+    path = profile.save(tmp_path / "mine.json")
+    data = json.loads(path.read_text())
+    assert {"peak_flops_per_s", "bandwidth_bytes_per_s", "kernels", "stream", "fusion", "catalog_entry"} <= set(data)
+    acc = measure.load_profile(path)
+    assert hardware.get("my-machine") is acc
+    assert re.fullmatch(r"measured on .+ \d{4}-\d\d-\d\d by roofkit measure", acc.source("bandwidth"))
+    assert acc.bandwidth == pytest.approx(profile.bandwidth_bytes_per_s)
+    assert acc.ridge("fp32") == pytest.approx(profile.peak_flops_per_s["fp32"] / profile.bandwidth_bytes_per_s)
+    again = measure.Profile.from_dict(data)
+    assert again.kernels == profile.kernels and again.peak_flops_per_s == profile.peak_flops_per_s
+    assert measure.load_profile(path).key == "my-machine"  # a new measurement replaces the old one
+
+
+def test_loaded_profile_sits_beside_the_h100(scratch_catalog):
+    measure.load_profile(synthetic(), key="lab")
+    lab, h100 = hardware.get("lab"), hardware.get("h100")
+    assert lab.ridge("fp32") == pytest.approx(10.0)
+    fig = roofline.plot(accelerators=("lab", "h100"), precisions=("fp32",))
+    assert fig.axes[0].get_title().startswith("Rooflines")
+    assert h100.peak("fp32") / lab.peak("fp32") > 1
+
+
+def test_profile_plot_draws_the_kernels(profile):
+    fig = profile.plot(beside=("h100",))
+    dots = [line for line in fig.axes[0].lines if line.get_gid() == "measured"]
+    assert len(dots) == len(profile.kernels)
+
+
+def test_load_profile_errors(tmp_path):
+    with pytest.raises(InvalidValue, match="No profile at"):
+        measure.load_profile(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(InvalidValue, match="is not valid JSON"):
+        measure.load_profile(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"name": "x"}')
+    with pytest.raises(InvalidValue, match="not a roofkit profile"):
+        measure.load_profile(tmp_path / "other.json")
+
+
+# --- the machine ---------------------------------------------------------------------------------
+
+
+def test_cache_sizes_are_read_or_defaulted():
+    assert system.parse_size("32768K") == system.parse_size("32 MiB (1 instance)") == 32 * 2**20
+    assert system.parse_size("1024 KiB") == 2**20
+    with pytest.raises(InvalidValue, match="cannot read a cache size"):
+        system.parse_size("big")
+    m = system.machine()
+    assert m.llc_bytes > 0 and m.l2_bytes > 0 and m.cores >= 1
+    assert m.cache_source in ("sysfs", "lscpu", "sysctl", "default")
+
+
+# --- the GPU path: never run here, its absence reported in one line -------------------------------------
+
+
+def one_line(text):
+    return text.startswith("GPU:") and "\n" not in text and len(text) < 200
+
+
+def test_gpu_absent_without_torch(monkeypatch):
+    real = gpu.importlib.util.find_spec
+    monkeypatch.setattr(gpu.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "torch", None)  # another test may have imported it already
+    ok, line = gpu.status()
+    assert not ok and one_line(line) and "PyTorch is not installed" in line
+
+
+def test_gpu_absent_without_a_driver(monkeypatch):
+    monkeypatch.setattr(gpu, "_driver_present", lambda: False)
+    ok, line = gpu.status()
+    assert not ok and one_line(line)
+
+
+def test_gpu_absent_when_torch_sees_no_cuda(monkeypatch):
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(gpu.importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(gpu, "_driver_present", lambda: True)
+    ok, line = gpu.status()
+    assert not ok and one_line(line) and "no CUDA device" in line
+    assert measure.gpu_status() == line
+
+
+def test_run_reports_the_absence_and_never_enters_the_gpu_path(monkeypatch):
+    monkeypatch.setattr(gpu, "status", lambda: (False, "GPU: none found (test)."))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the GPU path ran without a GPU")
+
+    monkeypatch.setattr(gpu, "measure_gpu", forbidden)
+    p = tiny_run(gpu=True)
+    assert p.gpu is None and p.gpu_status == "GPU: none found (test)."
+    assert p.report().count("GPU:") == 1
+
+
+@pytest.mark.parametrize("device, key", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("Tesla T4", "t4"), ("NVIDIA L40S", "l40s"),
+    ("AMD Instinct MI300X", "mi300x"), ("NVIDIA L40", None), ("NVIDIA GeForce RTX 4090", None),
+])
+def test_device_names_match_catalog_entries(device, key):
+    acc = gpu.match_catalog(device)
+    assert (acc.key if acc else None) == key
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_cli(monkeypatch):
+    """`roofkit measure` with every size scaled down (the real run takes seconds to a minute)."""
+    real = measure.run
+    monkeypatch.setattr(measure, "run", lambda **kw: real(**kw | {"llc_bytes": TINY_LLC, "settings": TINY,
+                                                                 "gpu": False}))
+
+
+def test_cli_measure_json(capsys, tiny_cli, tmp_path, scratch_catalog):
+    path = tmp_path / "p.json"
+    code = cli.main(["measure", "--quick", "--json", "--threads", "1", "--save", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert {"peak_flops_per_s", "bandwidth_bytes_per_s", "kernels"} <= set(data)
+    assert set(data["peak_flops_per_s"]) == {"fp64", "fp32"} and data["threads"] == 1 and data["quick"] is True
+    assert {"label", "predicted_s", "time_s", "error", "intensity"} <= set(data["kernels"][0])
+    assert measure.load_profile(path).bandwidth == pytest.approx(data["bandwidth_bytes_per_s"])
+
+
+def test_cli_measure_text(capsys, tiny_cli):
+    assert cli.main(["measure", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "prediction table" in out and "triad" in out and "GPU:" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "0"], "threads must be a whole number"),
+    (["--threads", "two"], "invalid int value"),
+    (["--save", "/no/such/folder/p.json"], "does not exist"),
+])
+def test_cli_measure_user_errors(capsys, tiny_cli, argv, message):
+    code = cli.main(["measure", "--quick", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
