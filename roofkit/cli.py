@@ -11,6 +11,9 @@ exits with status 2; there is never a traceback for a mistake in the input.
     roofkit train --params 70B --tokens 15T --hw h100 --dtype bf16 --mfu 0.4 --gpus 8192 --usd-per-gpu-hour 2
     roofkit mfu --params 70B --tokens-per-s 3000 --gpus 1 --hw h100 --dtype bf16
     roofkit format bfloat16
+    roofkit measure --quick --save my-machine.json
+    roofkit assign 00 --name hw1 --roster roster.csv --secret-file course-secret.txt --out release/hw1
+    roofkit grade submissions/hw1 --assignment release/hw1 --secret-file course-secret.txt --out grades/hw1
 """
 
 from __future__ import annotations
@@ -210,6 +213,22 @@ def cmd_format(args) -> None:
     _emit(args, data, _table(rows))
 
 
+def cmd_measure(args) -> None:
+    from pathlib import Path
+
+    from . import measure
+    from .errors import InvalidValue
+
+    if args.save and not Path(args.save).resolve().parent.is_dir():  # fail before a minute of measuring
+        raise InvalidValue(f"--save: the folder of {args.save!r} does not exist.")
+    profile = measure.run(quick=args.quick, threads=args.threads, progress=not args.json)
+    lines = [profile.report()]
+    if args.save:
+        profile.save(args.save)
+        lines.append(f"saved to {args.save}; in Python: roofkit.measure.load_profile({args.save!r})")
+    _emit(args, profile.to_dict(), lines)
+
+
 def cmd_quiz_list(args) -> None:
     from . import quiz
 
@@ -245,6 +264,66 @@ def cmd_build(args) -> None:
     _emit(args, data, lines)
     if not report.ok:
         raise SystemExit(1)
+
+
+def _points(specs: list[str] | None) -> dict[str, float]:
+    """--points ID=P (repeatable) -> {ID: P}."""
+    from .errors import InvalidValue
+
+    out = {}
+    for spec in specs or []:
+        qid, _, value = spec.partition("=")
+        try:
+            out[qid.strip()] = float(value)
+        except ValueError:
+            raise InvalidValue(f"--points expects ID=POINTS such as l00.fma-flops=2; got {spec!r}.") from None
+    return out
+
+
+def cmd_assign(args) -> None:
+    from .grading import assign
+
+    summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
+                          roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root)
+    lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
+    lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
+              + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
+              for q in summary["questions"]]
+    if summary["students"]:
+        lines.append(f"{len(summary['students'])} student notebooks in {summary['out']}/students/ID/{summary['name']}.ipynb"
+                     f" (secret: {summary['secret_file']}; keep it, the grader needs it)")
+    else:
+        lines.append(f"hand out {summary['notebooks']['']}")
+    lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades"
+                 + (f" --secret-file {summary['secret_file']}" if summary["secret_file"] else ""))
+    _emit(args, summary, lines)
+
+
+def cmd_grade(args) -> None:
+    from .grading import execute, grade
+
+    given = {"notebook_s": args.timeout, "cell_s": args.cell_timeout}
+    limits = execute.Limits(**{k: v for k, v in given.items() if v is not None})
+    summary = grade.main(args.submissions, out=args.out, release=args.assignment, secret_file=args.secret_file,
+                         workers=args.workers, limits=limits, regrade=args.regrade, progress=not args.json)
+    lines = []
+    for row in summary["students"]:
+        status = "" if row["status"] == "graded" else f"  [{row['status']}]"
+        flags = f"  ({len(row['flags'])} flag{'s' * (len(row['flags']) > 1)})" if row["flags"] else ""
+        lines.append(f"{row['student']:<16} {row['score']:g} / {row['max_score']:g}  ({row['percent']:g}%){status}{flags}")
+        if not summary["assignment"] or len(row["lessons"]) > 1:
+            lines += [f"  lesson {k}: {v['score']:g} / {v['max_score']:g}" for k, v in sorted(row["lessons"].items())]
+    lines.append(f"graded {summary['graded']}, already graded {summary['skipped']}; "
+                 f"gradebook {summary['gradebook']}, feedback pages in {summary['feedback']}/")
+    _emit(args, summary, lines)
+
+
+def cmd_site(args) -> None:
+    from .site import build_site
+
+    pages = build_site(args.root, args.out, progress=not args.json)
+    _emit(args, {"index": str(pages[0]), "pages": [str(p) for p in pages]},
+          [f"wrote {len(pages) - 1} lesson pages; open {pages[0]}"])
 
 
 # --- parser ----------------------------------------------------------------------
@@ -308,6 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = sub.add_parser("format", help="a number format's layout, range and epsilon", parents=[common])
     fmt.add_argument("name", help="bfloat16, float16, float8_e4m3fn, e5m2, fp4, int8 ...")
     fmt.set_defaults(func=cmd_format)
+
+    measure = sub.add_parser("measure", help="measure this machine's roofline, kernels and prediction errors",
+                             parents=[common])
+    measure.add_argument("--quick", action="store_true", help="fewer sizes and runs: seconds instead of a minute")
+    measure.add_argument("--save", metavar="PATH", help="write the profile as JSON (load it with measure.load_profile)")
+    measure.add_argument("--threads", type=int, help="CPU threads to use (default: all available)")
+    measure.set_defaults(func=cmd_measure)
     quiz = sub.add_parser("quiz", help="the course's self-checking questions", parents=[common])
     quiz_sub = quiz.add_subparsers(dest="quiz_command", metavar="{list,check}", parser_class=_Parser)
     quiz_sub.required = True
@@ -324,6 +410,36 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
     build.add_argument("lesson", nargs="*", help="only these lessons (e.g. 03 or 03-roofline)")
     build.set_defaults(func=cmd_build)
+
+    assign = sub.add_parser("assign", help="lessons -> a release: one notebook per student, with their own numbers",
+                            parents=[common])
+    assign.add_argument("lesson", nargs="*", help="lessons to hand out (e.g. 00 01, or 03-roofline)")
+    assign.add_argument("--questions", nargs="+", metavar="ID", help="an exercise set: these questions ('l01.ex-*')")
+    assign.add_argument("--name", help="the assignment's name (default: from the lessons)")
+    assign.add_argument("--out", default="release", help="folder for the release (default: release)")
+    assign.add_argument("--roster", help="CSV of student ids (column 'id'): one notebook per student, each with a variant")
+    assign.add_argument("--secret-file", help="the course secret (created if missing; needed again to grade)")
+    assign.add_argument("--points", action="append", metavar="ID=P", help="points of a question (repeatable)")
+    assign.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
+    assign.set_defaults(func=cmd_assign)
+
+    grade = sub.add_parser("grade", help="run and grade submissions: gradebook, results and feedback pages",
+                           parents=[common])
+    grade.add_argument("submissions", nargs="+", help="notebooks, or folders of them (one per student)")
+    grade.add_argument("--out", required=True, help="folder for gradebook.csv, results.json, feedback/ and results/")
+    grade.add_argument("--assignment", help="the release folder made by `roofkit assign` (without it: grade a "
+                       "notebook of the course with the lessons' own numbers)")
+    grade.add_argument("--secret-file", help="the course secret the release was made with")
+    grade.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of cores)")
+    grade.add_argument("--timeout", type=_number("timeout"), help="seconds per notebook (default 300)")
+    grade.add_argument("--cell-timeout", type=_number("cell-timeout"), help="seconds per cell (default 60)")
+    grade.add_argument("--regrade", action="store_true", help="grade again even what is already graded")
+    grade.set_defaults(func=cmd_grade)
+
+    site = sub.add_parser("site", help="render the course as a static HTML site", parents=[common])
+    site.add_argument("--out", default="_site", help="output folder (default _site)")
+    site.add_argument("--root", default=".", help="the course folder holding solutions/ and notebooks/")
+    site.set_defaults(func=cmd_site)
     return parser
 
 

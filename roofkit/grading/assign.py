@@ -1,0 +1,257 @@
+"""``roofkit assign``: lessons (or chosen questions) -> a release with one notebook per student.
+
+    OUT/assignment.json                 what the grader needs besides the secret: questions, points, roster
+    OUT/template.ipynb                  the release with the lessons' own numbers (the grader's copy)
+    OUT/students/ID/NAME.ipynb          with a roster: each student's notebook, with their numbers
+    OUT/NAME.ipynb                      without a roster: the one notebook to hand out
+
+A release notebook starts with a header (questions and points) and a setup
+cell that calls ``roofkit.quiz.use_variant`` with the student's numbers, so
+``ask`` and ``check`` show them. Answer cells are left open; every other cell
+is locked: marked read-only for JupyterLab and checksummed (see
+:mod:`roofkit.grading.cells`). The same inputs always give the same files, so
+the grader rebuilds any student's notebook from the template, the roster and
+the secret (:func:`student_notebook`) instead of trusting what comes back.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from ..errors import InvalidValue
+from . import cells, variants
+
+__all__ = ["main", "template", "student_notebook", "read_release", "Release", "MANIFEST"]
+
+MANIFEST, TEMPLATE = "assignment.json", "template.ipynb"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_SETUP_IMPORTS = """import roofkit
+from roofkit import formulas, roofline, training, precision, fusion
+from roofkit.quiz import ask, check, hint
+
+h100 = roofkit.hw("h100")"""
+
+
+def _lesson_notebooks(root: Path, lessons: list[str]) -> list[tuple[str, object]]:
+    from .. import build
+
+    paths = build._lessons(root, lessons)  # raises InvalidValue naming the lessons that exist
+    return [(path.stem, build._make(path, "student")) for path in paths]
+
+
+def _cells_of_lesson(notebook) -> list:
+    return [c for c in notebook.cells if "roofkit-generated" not in c.metadata.get("tags", [])]
+
+
+def _answer_ids(cell_list) -> list[str]:
+    ids = []
+    for cell in cell_list:
+        if cells.is_answer_cell(cell):
+            ids += [i for i in cells.checked_ids(cells.source(cell)) if i not in ids]
+    return ids
+
+
+def _exercise_cells(root: Path, patterns: list[str]) -> tuple[list, list[str]]:
+    """An exercise set: each chosen question's ask cell and answer cell, taken from its lesson."""
+    import nbformat
+
+    from .. import quiz
+
+    bank = [q.id for q in quiz.questions()]
+    chosen = []
+    for pattern in patterns:
+        hits = [i for i in bank if fnmatch.fnmatchcase(i, pattern)]
+        if not hits:
+            raise InvalidValue(f"no question matches {pattern!r}; see `roofkit quiz list` (e.g. l00.fma-flops, 'l01.ex-*').")
+        chosen += [h for h in hits if h not in chosen]
+    by_lesson = {}
+    out = [nbformat.v4.new_code_cell(_SETUP_IMPORTS)]
+    out[0]["id"] = "exercises-imports"
+    for qid in chosen:
+        question = quiz.get(qid)
+        if question.lesson not in by_lesson:
+            found = _lesson_notebooks(root, [question.lesson])
+            by_lesson[question.lesson] = _cells_of_lesson(found[0][1])
+        lesson_cells = by_lesson[question.lesson]
+        asks = [c for c in lesson_cells if re.search(rf"\bask\(\s*[\"']{re.escape(qid)}[\"']", cells.source(c))]
+        answers = [c for c in lesson_cells if cells.is_answer_cell(c) and qid in cells.checked_ids(cells.source(c))]
+        if not answers:
+            raise InvalidValue(f"lesson {question.lesson} has no answer cell for {qid}; an exercise set takes each "
+                               "question's answer cell from its lesson.")
+        heading = nbformat.v4.new_markdown_cell(f"### {qid} ({question.points:g} pt)")
+        heading["id"] = f"{qid}-heading".replace(".", "-")
+        out += [heading, *(copy.deepcopy(c) for c in asks[:1]), copy.deepcopy(answers[0])]
+    return out, chosen
+
+
+def _setup_source(name: str, student: str | None, params: dict) -> str:
+    who = f" for {student}" if student else ""
+    return (f"# Assignment {name}{who}: the numbers of your questions. Do not edit this cell.\n"
+            f"from roofkit.quiz import use_variant\n\nuse_variant({json.dumps(params, sort_keys=True)})")
+
+
+def _header(name: str, origin: str, questions: list[dict]) -> str:
+    total = sum(q["points"] for q in questions)
+    rows = "\n".join(f"| `{q['id']}` | {q['kind']} | {q['points']:g} |" for q in questions)
+    return (f"# Assignment {name}\n\n*Made by `roofkit assign` from {origin}.* {len(questions)} questions, "
+            f"{total:g} points.\n\nWrite your answers in the cells that say `# your answer here` or "
+            "`# your code here`; the other cells are locked, and the grader reports any change to them. "
+            "Your numbers may differ from your classmates': use the ones the prompts show you.\n\n"
+            "Before you hand it in, run the whole notebook from the top (**Kernel → Restart Kernel and Run All "
+            "Cells**). The grader runs it again in a fresh kernel and checks each value itself: what your "
+            "notebook printed does not count, only what your cells compute. A code answer must be a "
+            "self-contained function (imports inside it).\n\n| question | kind | points |\n| --- | --- | --- |\n"
+            + rows)
+
+
+def _lock(cell) -> None:
+    cell.metadata["editable"] = False
+    cell.metadata["deletable"] = False
+    cell.metadata["roofkit"] = {"locked": True, "checksum": cells.checksum(cell)}
+
+
+def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, root: str | Path = ".",
+             points: dict[str, float] | None = None):
+    """The release notebook with the lessons' own numbers, and its manifest (a dict)."""
+    import nbformat
+
+    from .. import quiz
+
+    root = Path(root)
+    if not lessons and not questions:
+        raise InvalidValue("choose lessons (e.g. `roofkit assign 00 01`) or questions (--questions 'l01.ex-*').")
+    body, lesson_names = [], []
+    for stem, notebook in _lesson_notebooks(root, list(lessons)) if lessons else []:
+        body += _cells_of_lesson(notebook)
+        lesson_names.append(stem)
+    if questions:
+        extra, _ = _exercise_cells(root, list(questions))
+        body += extra
+    ids = _answer_ids(body)
+    if not ids:
+        raise InvalidValue("the chosen lessons have no answer cells, so nothing to grade.")
+    points = dict(points or {})
+    unknown = set(points) - set(ids)
+    if unknown:
+        raise InvalidValue(f"--points names question(s) not in this assignment: {', '.join(sorted(unknown))}; "
+                           f"its questions are: {', '.join(ids)}.")
+    listed = []
+    for qid in ids:
+        question = quiz.get(qid)
+        value = float(points.get(qid, question.points))
+        if not value > 0:
+            raise InvalidValue(f"points for {qid} must be positive; got {value:g}.")
+        listed.append({"id": qid, "lesson": question.lesson, "kind": question.kind, "points": value})
+    origin = ", ".join(f"`lessons/{s}.md`" for s in lesson_names) or "questions of the bank"
+    header = nbformat.v4.new_markdown_cell(_header(name, origin, listed))
+    header["id"] = "assignment-header"
+    setup = nbformat.v4.new_code_cell(_setup_source(name, None, {}))
+    setup["id"] = "assignment-setup"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+                   "language_info": {"name": "python"}}
+    nb.cells = [header, setup, *copy.deepcopy(body)]
+    seen = set()
+    for index, cell in enumerate(nb.cells):  # unique ids even when two lessons share one
+        if not cell.get("id") or cell["id"] in seen:
+            cell["id"] = f"cell-{index:03d}"
+        seen.add(cell["id"])
+        cell.metadata.pop("roofkit", None)
+        if cells.is_answer_cell(cell):
+            cell.metadata["roofkit"] = {"answer": cells.checked_ids(cells.source(cell))}
+        else:
+            _lock(cell)
+    manifest = {"roofkit_assignment": 1, "name": name, "lessons": lesson_names, "exercises": list(questions),
+                "questions": listed, "points_total": sum(q["points"] for q in listed)}
+    return nb, manifest
+
+
+def student_notebook(template_nb, manifest: dict, student: str | None, secret: bytes | None):
+    """The notebook ``student`` was given: the template with their numbers in the setup cell."""
+    from .. import quiz
+
+    nb = copy.deepcopy(template_nb)
+    params = variants.variant(secret, student, [quiz.get(q["id"]) for q in manifest["questions"]])
+    setup = next(c for c in nb.cells if c.get("id") == "assignment-setup")
+    setup.source = _setup_source(manifest["name"], student, params)
+    _lock(setup)
+    nb.metadata["roofkit"] = {
+        "assignment": manifest["name"], "student": student, "variant": params,
+        "locked": {str(c["id"]): c.metadata["roofkit"]["checksum"] for c in nb.cells if not cells.is_answer_cell(c)},
+    }
+    return nb
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+class Release:
+    """A release folder as the grader reads it: manifest, template, roster."""
+
+    def __init__(self, folder: str | Path):
+        import nbformat
+
+        self.folder = Path(folder)
+        try:
+            self.manifest = json.loads((self.folder / MANIFEST).read_text(encoding="utf-8"))
+            self.template = nbformat.reads((self.folder / TEMPLATE).read_text(encoding="utf-8"), as_version=4)
+        except (OSError, ValueError) as error:
+            raise InvalidValue(f"{str(self.folder)!r} is not a release made by `roofkit assign` "
+                               f"({MANIFEST} and {TEMPLATE} are needed): {error}") from None
+        self.name = self.manifest["name"]
+        self.students = self.manifest.get("students")
+
+    def check_secret(self, secret: bytes | None) -> None:
+        expected = self.manifest.get("secret_fingerprint")
+        if expected and secret is None:
+            raise InvalidValue(f"release {self.name!r} has per-student numbers: pass its --secret-file.")
+        if expected and variants.fingerprint(secret) != expected:
+            raise InvalidValue(f"this secret is not the one release {self.name!r} was made with "
+                               f"(fingerprint {variants.fingerprint(secret)}, expected {expected}).")
+
+
+def read_release(folder: str | Path) -> Release:
+    return Release(folder)
+
+
+def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None = None, out: str | Path = "release",
+         roster: str | Path | None = None, secret_file: str | Path | None = None,
+         points: dict[str, float] | None = None, root: str | Path = ".") -> dict:
+    """Write a release; return a summary (the CLI prints it)."""
+    import nbformat
+
+    name = name or ("-".join(lessons) if lessons else "exercises")
+    if not _NAME.fullmatch(name):
+        raise InvalidValue(f"bad assignment name {name!r}: use letters, digits and . _ - (up to 64 characters).")
+    students = variants.read_roster(roster) if roster else None
+    secret = variants.read_secret(secret_file, create=True) if students else None
+    nb, manifest = template(list(lessons), list(questions), name=name, root=root, points=points)
+    manifest["students"] = students
+    manifest["secret_fingerprint"] = variants.fingerprint(secret) if secret else None
+    out = Path(out)
+    text = nbformat.writes(nb) + "\n"
+    manifest["template_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    _write(out / TEMPLATE, text)
+    written = {}
+    for student in students or [None]:
+        mine = student_notebook(nb, manifest, student, secret)
+        path = out / "students" / student / f"{name}.ipynb" if student else out / f"{name}.ipynb"
+        _write(path, nbformat.writes(mine) + "\n")
+        written[student or ""] = str(path)
+    _write(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    from .. import quiz
+
+    counts = {q["id"]: len(variants.combinations(quiz.get(q["id"]))) for q in manifest["questions"]}
+    return {"name": name, "out": str(out), "questions": manifest["questions"], "points_total": manifest["points_total"],
+            "students": students or [], "notebooks": written, "variants": counts,
+            "secret_file": str(secret_file) if secret else None}

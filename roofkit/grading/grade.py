@@ -1,0 +1,510 @@
+"""``roofkit grade``: many submissions, in parallel, resumable, one result file per student.
+
+For each submission (a file, or every notebook in a folder; the student id is
+the file's name, or its folder's):
+
+1. read it (an empty, malformed or oversized file gets a zero and the reason);
+2. rebuild the notebook this student was given, from the release's template,
+   the roster and the secret, and compare the locked cells (edited, deleted,
+   duplicated, moved are reported; a notebook missing most of them is another
+   assignment and gets a zero);
+3. execute it in a fresh sandboxed kernel (:mod:`.execute`) and keep, for
+   each question, the last answer record from a cell that is not an unchanged
+   locked cell (the lesson's own demonstration calls do not count);
+4. judge every answer against keys computed for this student's numbers
+   (:mod:`.score`); run code answers on public and hidden cases in a clean
+   process (:mod:`.cases`);
+5. write ``OUT/results/STUDENT.json`` atomically (temporary file, then
+   ``os.replace``).
+
+A result whose submission, release and limits are unchanged is not graded
+again, so a run that was killed finishes where it stopped. :mod:`.report` then
+rebuilds the gradebook and feedback pages from all result files. Without a
+release (a learner grading their own notebook) the questions are those of the
+notebook's lessons, with the lessons' own numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+
+from ..errors import InvalidValue
+from . import cells, variants
+from .execute import Limits
+
+__all__ = ["main", "collect", "Context", "grade_one", "RESULTS"]
+
+RESULTS = "results"
+_KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b")
+GRADER_VERSION = 1
+MAX_FILE_BYTES = 64 * 2**20
+
+
+# --- what to grade -----------------------------------------------------------------------
+
+
+def _student_id(text: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._@+-]+", "-", text).strip("-.")[:64]
+    return cleaned or "submission"
+
+
+def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_name: str | None = None
+            ) -> list[tuple[str, Path]]:
+    """(student id, file) for every submission: named files, and the notebooks in named folders."""
+    found: list[tuple[str, Path]] = []
+
+    def add_file(path: Path):
+        stem, parent = _student_id(path.stem), _student_id(path.parent.name)
+        named_for_release = notebook_name and path.stem == notebook_name
+        if roster and stem not in roster and parent in roster or named_for_release and parent != ".":
+            found.append((parent, path))
+        else:
+            found.append((stem, path))
+
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            add_file(path)
+        elif path.is_dir():
+            entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
+            for entry in entries:
+                if entry.is_file() and entry.suffix == ".ipynb":
+                    add_file(entry)
+                elif entry.is_dir() and entry.name != "__pycache__":
+                    inside = sorted(p for p in entry.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+                    if notebook_name and len(inside) > 1:
+                        inside = [p for p in inside if p.stem == notebook_name] or inside
+                    if len(inside) > 1:
+                        raise InvalidValue(f"{str(entry)!r} holds {len(inside)} notebooks; keep one per student.")
+                    if inside:
+                        found.append((_student_id(entry.name), inside[0]))
+        else:
+            raise InvalidValue(f"no such file or folder: {str(path)!r}.")
+    if not found:
+        raise InvalidValue(f"no notebooks found in {', '.join(map(str, paths))} (expected .ipynb files).")
+    by_student: dict[str, list[Path]] = {}
+    for student, path in found:
+        by_student.setdefault(student, []).append(path)
+    twice = {s: p for s, p in by_student.items() if len(p) > 1}
+    if twice:
+        student, files = next(iter(sorted(twice.items())))
+        raise InvalidValue(f"student {student!r} has {len(files)} submissions ({', '.join(map(str, files))}); "
+                           "keep one per student.")
+    return sorted(found)
+
+
+def load(path: Path):
+    """The notebook in ``path``, or the reason it cannot be graded."""
+    import nbformat
+
+    size = path.stat().st_size
+    if size == 0:
+        return None, "the file is empty"
+    if size > MAX_FILE_BYTES:
+        return None, (f"the file is {size / 2**20:.0f} MB, over the {MAX_FILE_BYTES // 2**20} MB limit: clear the "
+                      "outputs (Edit > Clear Outputs of All Cells), save, and hand it in again")
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+    except ValueError as error:
+        return None, f"not a notebook: the file is not valid JSON ({str(error)[:120]})"
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return None, "not a Jupyter notebook: it has no list of cells"
+    kept = []
+    for index, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        text = cell.get("source", "")
+        if isinstance(text, list):
+            text = "".join(t for t in text if isinstance(t, str))
+        if not isinstance(text, str):
+            continue
+        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        new = {"cell_type": cell["cell_type"], "source": text, "metadata": metadata,
+               "id": str(cell.get("id") or f"cell-{index}")[:64]}
+        if cell["cell_type"] == "code":
+            new.update(outputs=[], execution_count=None)
+        kept.append(new)
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    nb = nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": kept})
+    return nb, None
+
+
+# --- the grading context -----------------------------------------------------------------
+
+
+class Context:
+    """Everything that is the same for every student of one grading run."""
+
+    def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits()):
+        from .. import quiz
+
+        self.release, self.secret, self.limits = release, secret, limits
+        self.roster = release.students if release else None
+        if release:
+            release.check_secret(secret)
+            self.questions = [dict(q) for q in release.manifest["questions"]]
+            self.name = release.name
+        else:
+            self.questions, self.name = [], None
+        self.bank = {q.id: q for q in quiz.questions()}
+        self._others: dict[str, dict] = {}
+        self._lock = threading.Lock()
+        setup = {"release": release.manifest if release else None, "limits": asdict(limits),
+                 "secret": variants.fingerprint(secret) if secret else None, "grader": GRADER_VERSION}
+        self.fingerprint = hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def expected(self, student: str):
+        """The notebook ``student`` was given, rebuilt (never read from the submission)."""
+        from .assign import student_notebook
+
+        known = bool(self.roster) and student in self.roster  # without a roster everyone got the same notebook
+        return student_notebook(self.release.template, self.release.manifest, student if known else None,
+                                self.secret if known else None)
+
+    def numbers(self, student: str) -> dict[str, dict]:
+        if not self.release or not self.roster or student not in self.roster:
+            return {}
+        return variants.variant(self.secret, student, [self.bank[q["id"]] for q in self.questions])
+
+    def others(self, question_id: str) -> dict[str, dict]:
+        """Every roster student's parameters for one question (copy detection)."""
+        with self._lock:
+            if question_id not in self._others:
+                question = self.bank[question_id]
+                self._others[question_id] = {s: variants.draw(self.secret, s, question) for s in self.roster or []} \
+                    if self.secret and question.variants else {}
+            return self._others[question_id]
+
+
+def _self_questions(nb) -> list[dict]:
+    """A learner's own notebook: the questions of its lessons (from its metadata, else from its check calls)."""
+    from .. import quiz
+
+    meta = nb.metadata.get("roofkit") if isinstance(nb.metadata.get("roofkit"), dict) else {}
+    lessons = set()
+    origin = str(meta.get("generated_from", ""))
+    match = re.search(r"(\d\d)-[^/]*\.md$", origin)
+    if match:
+        lessons.add(match.group(1))
+    ids = [i for c in nb.cells if c.cell_type == "code" for i in cells.checked_ids(c.source)]
+    bank = {q.id: q for q in quiz.questions()}
+    lessons |= {bank[i].lesson for i in ids if i in bank}
+    chosen = [q for q in quiz.questions() if q.lesson in lessons]
+    return [{"id": q.id, "lesson": q.lesson, "kind": q.kind, "points": float(q.points)} for q in chosen]
+
+
+def _reference(nb):
+    """A learner's notebook: the course's own student notebook of the same lesson, if roofkit can build it."""
+    from .. import build
+
+    meta = nb.metadata.get("roofkit") if isinstance(nb.metadata.get("roofkit"), dict) else {}
+    origin = str(meta.get("generated_from", ""))
+    lesson = Path(build.__file__).resolve().parent.parent / origin
+    if not re.fullmatch(r"lessons/\d\d-[\w.-]+\.md", origin) or not lesson.is_file():
+        return None
+    return build._make(lesson, "student")
+
+
+# --- one student -------------------------------------------------------------------------
+
+
+def _pick(records: list[tuple[int, dict]], locked: set[int], wanted: set[str]):
+    """question id -> (cell index, record), answers per question, notes: the last real answer from a student's cell.
+
+    ``locked``: cells whose records do not count (unchanged locked cells: the lesson's own demonstrations;
+    in a release also edited locked cells).
+    """
+    chosen, counts, ignored = {}, {}, []
+    for index, record in records:
+        if not isinstance(record, dict) or record.get("roofkit_answer") != 1 or not isinstance(record.get("id"), str):
+            ignored.append("an output that looks like an answer record but is malformed was ignored")
+            continue
+        if index in locked:
+            continue
+        qid = record["id"]
+        if qid not in wanted:
+            ignored.append(f"an answer to {qid[:40]!r}, which is not in this assignment, was ignored")
+            continue
+        empty = record.get("answer") is None and not record.get("source")
+        counts[qid] = counts.get(qid, 0) + (not empty)
+        if not empty or qid not in chosen:
+            chosen[qid] = (index, record)
+    return chosen, counts, sorted(set(ignored))
+
+
+def _why_unanswered(qid: str, nb, run, locked: set[int]) -> str:
+    where = [i for i, c in enumerate(nb.cells)
+             if c.cell_type == "code" and i not in locked and qid in cells.checked_ids(c.source)]
+    if not where:
+        return "not answered: no cell checks this question (was its answer cell deleted?)"
+    if run and run.stopped_at is not None and all(i >= run.stopped_at for i in where):
+        return f"not answered: {run.stopped}"
+    errors = [text for i, text in (run.errors if run else []) if i in where]
+    if errors:
+        return f"not answered: the cell checking it raised {errors[-1]}"
+    return "not answered"
+
+
+def grade_one(context: Context, student: str, path: Path, cancel: threading.Event | None = None) -> dict | None:
+    """The result of one submission (None if cancelled before the end)."""
+    from .. import quiz
+    from . import cases as code_cases
+    from . import execute, score
+
+    started = time.monotonic()
+    digest = sha256(path)
+    result = {"roofkit_result": 1, "student": student, "assignment": context.name, "fingerprint": context.fingerprint,
+              "submission": str(path), "submission_sha256": digest, "status": "graded", "notes": [], "flags": [],
+              "integrity": None, "execution": None, "variant": context.numbers(student)}
+    if context.roster is not None and student not in context.roster:
+        result["flags"].append("not on the roster: graded with the lessons' own numbers")
+    nb, unreadable = load(path)
+    questions = context.questions or (_self_questions(nb) if nb is not None else [])
+    result["questions"] = [{"id": q["id"], "lesson": q["lesson"], "kind": q["kind"], "max_points": q["points"],
+                            "points": 0.0, "verdict": "not answered", "reason": "", "answer": None} for q in questions]
+    if nb is not None and not questions:
+        result["notes"].append("no question of the course was found in this notebook")
+    if unreadable:
+        result["status"], result["notes"] = "unreadable", [unreadable]
+        for q in result["questions"]:
+            q["reason"] = f"not graded: {unreadable}"
+        return _finish(result, started)
+    reference = context.expected(student) if context.release else _reference(nb)
+    locked: set[int] = set()
+    if reference is not None:
+        integrity = cells.compare(cells.locked_cells(reference), nb.cells)
+        result["integrity"], locked = integrity.to_dict(), set(integrity.verbatim)
+        result["notes"] += integrity.problems()
+        if context.release and integrity.changed:
+            locked |= integrity.changed
+            result["notes"].append("answers checked in an edited locked cell do not count: "
+                                   "write them in the answer cells, or in new cells")
+        if context.release and integrity.share_found < 0.5:
+            claims = nb.metadata.get("roofkit", {}) if isinstance(nb.metadata.get("roofkit"), dict) else {}
+            said = claims.get("assignment") or claims.get("generated_from")
+            why = (f"this notebook is not assignment {context.name}: only {integrity.found} of its "
+                   f"{integrity.total} locked cells are in it" + (f" (it says it is {str(said)[:60]!r})" if said else ""))
+            result["status"], result["notes"] = "wrong-assignment", [why]
+            for q in result["questions"]:
+                q["reason"] = f"not graded: {why}"
+            return _finish(result, started)
+    elif not context.release:
+        result["notes"].append("no reference notebook found: locked cells were not checked")
+    for index, cell in enumerate(nb.cells):  # the keys are computations anyone can call: say so when a cell does
+        if cell.cell_type == "code" and index not in locked and _KEY_PEEK.search(cell.source):
+            result["flags"].append(f"cell {index + 1} calls roofkit's answer keys ({_KEY_PEEK.search(cell.source)[0]})")
+    run = execute.main(nb, limits=context.limits, cancel=cancel)
+    if cancel is not None and cancel.is_set():
+        return None
+    result["execution"] = run.to_dict()
+    result["notes"] += run.notes()
+    wanted = {q["id"] for q in result["questions"]}
+    chosen, counts, ignored = _pick(run.records, locked, wanted)
+    result["notes"] += ignored
+    numbers = result["variant"]
+    code_items, code_rows = [], {}
+    for row in result["questions"]:
+        qid = row["id"]
+        question = context.bank[qid].with_params(**numbers.get(qid, {}))
+        question = _with_points(question, row["max_points"])
+        row["prompt"] = question.text()
+        row["hint"] = question.hints[0] if question.hints else ""
+        if qid not in chosen:
+            row["reason"] = _why_unanswered(qid, nb, run, locked)
+            continue
+        index, record = chosen[qid]
+        row["cell"] = index + 1
+        if counts.get(qid, 0) > 1:
+            row["note"] = f"answered {counts[qid]} times; the last answer (cell {index + 1}) counts"
+        digest_here = record.get("params")
+        if digest_here != quiz._digest(question.params) and question.params:
+            row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + \
+                "your notebook asked this question with other numbers than yours"
+            other = [s for s, p in context.others(qid).items() if s != student
+                     and quiz._digest(context.bank[qid].with_params(**p).params) == digest_here]
+            if other:
+                result["flags"].append(f"{qid}: the notebook ran with the numbers of {', '.join(sorted(other)[:3])}")
+        if question.kind == "code":
+            source = record.get("source")
+            if not isinstance(source, str) or not source.strip() or len(source) > code_cases.MAX_SOURCE:
+                row.update(verdict="not answered", reason="not answered: no function source was recorded")
+                continue
+            row["answer"] = score.answer_text(record.get("answer") or "function")
+            code_items.append({"q": qid, "source": source,
+                               "cases": [list(c) for c in (*question.cases, *question.hidden_cases)]})
+            code_rows[qid] = (row, question)
+            continue
+        answer = record.get("answer")
+        row["answer"] = None if answer is None else score.answer_text(answer)
+        judged = score.judge_answer(question, answer)
+        row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason,
+                   misconception=judged.misconception)
+        if judged.verdict == "wrong" and question.kind == "numeric" and not judged.misconception:
+            copied = _copied_from(context, student, qid, answer)
+            if copied:
+                row["reason"] = (row["reason"] + " " if row["reason"] else "") + \
+                    "This is the answer to this question with other numbers than yours: use the numbers in your prompt."
+                result["flags"].append(f"{qid}: the answer is the key of {', '.join(copied[:3])}'s numbers")
+    if code_items:
+        settings = execute.sandbox_settings(context.limits, "")
+        folder = execute.make_folder(nb, settings["user"])
+        settings["write"] = [folder]
+        try:
+            lines = code_cases.run(code_items, workdir=os.path.join(folder, "work"),
+                                   env=execute.sandbox_env(folder), settings=settings, case_s=context.limits.case_s)
+        finally:
+            import shutil
+
+            execute.kill_strays(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+        for qid, (row, question) in code_rows.items():
+            judged = score.score_code(question, {i: v for (q, i), v in lines.items() if q == qid}, len(question.cases))
+            row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason, cases=judged.cases)
+    return _finish(result, started)
+
+
+def _with_points(question, points: float):
+    from dataclasses import replace
+
+    return replace(question, points=points)
+
+
+def _copied_from(context: Context, student: str, qid: str, answer) -> list[str]:
+    """Roster students whose numbers make ``answer`` right (a copied answer), other than ``student``."""
+    from . import score
+
+    question = context.bank[qid]
+    verdicts: dict[str, bool] = {}  # the same numbers are judged once
+    hits = []
+    for other, params in sorted(context.others(qid).items()):
+        token = json.dumps(params, sort_keys=True)
+        if token not in verdicts:
+            verdicts[token] = score.judge_answer(question.with_params(**params), answer).verdict == "correct"
+        if other != student and verdicts[token]:
+            hits.append(other)
+    return hits
+
+
+def _finish(result: dict, started: float) -> dict:
+    result["score"] = round(sum(q["points"] for q in result["questions"]), 6)
+    result["max_score"] = sum(q["max_points"] for q in result["questions"])
+    lessons: dict[str, dict] = {}
+    for q in result["questions"]:
+        entry = lessons.setdefault(q["lesson"], {"score": 0.0, "max_score": 0.0})
+        entry["score"] += q["points"]
+        entry["max_score"] += q["max_points"]
+    result["lessons"] = lessons
+    result["seconds"] = round(time.monotonic() - started, 3)
+    result["graded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return result
+
+
+# --- many students -----------------------------------------------------------------------
+
+
+def sha256(path: Path) -> str:
+    with open(path, "rb") as file:  # in chunks: a submission may be gigabytes
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def _done(out: Path, student: str, digest: str, fingerprint: str) -> bool:
+    try:
+        old = json.loads((out / RESULTS / f"{student}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (old.get("submission_sha256") == digest and old.get("fingerprint") == fingerprint
+            and old.get("status") != "error")
+
+
+def main(submissions: list[str | Path], *, out: str | Path, release: str | Path | None = None,
+         secret_file: str | Path | None = None, workers: int | None = None, limits: Limits = Limits(),
+         regrade: bool = False, progress: bool = True, on_result=None) -> dict:
+    """Grade ``submissions`` into ``out``; return the summary :func:`roofkit.grading.report.main` builds.
+
+    ``on_result(result)`` is called after each result file is written (the tests use it to stop a run).
+    """
+    from . import report
+    from .assign import read_release
+
+    out = Path(out)
+    if workers is not None and workers < 1:
+        raise InvalidValue(f"--workers must be at least 1; got {workers}.")
+    loaded = read_release(release) if release else None
+    secret = variants.read_secret(secret_file) if loaded and loaded.manifest.get("secret_fingerprint") else None
+    context = Context(loaded, secret, limits)
+    found = collect(submissions, context.roster, loaded.name if loaded else None)
+    (out / RESULTS).mkdir(parents=True, exist_ok=True)
+    for stale in (out / RESULTS).glob(".*.tmp"):  # left by a run that was killed mid-write
+        stale.unlink(missing_ok=True)
+    todo = [(s, p) for s, p in found
+            if regrade or not _done(out, s, sha256(p), context.fingerprint)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = max(1, workers or cores)
+    cancel = threading.Event()
+
+    def job(student: str, path: Path):
+        try:
+            result = grade_one(context, student, path, cancel)
+        except Exception as error:  # noqa: BLE001 - one student's problem never stops the class
+            result = _finish({"roofkit_result": 1, "student": student, "assignment": context.name,
+                              "fingerprint": context.fingerprint, "submission": str(path),
+                              "submission_sha256": sha256(path),
+                              "status": "error", "notes": [f"grader error: {type(error).__name__}: {error}"],
+                              "flags": [], "questions": [], "traceback": traceback.format_exc()[-4000:]},
+                             time.monotonic())
+        if result is not None:
+            try:
+                write_atomic(out / RESULTS / f"{student}.json", json.dumps(result, indent=1, default=str))
+            except OSError as error:  # a full disk: this student stays ungraded, and a rerun retries
+                print(f"roofkit: could not write the result of {student}: {error}", file=sys.stderr)
+                return None
+        return result
+
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="grading", unit="notebook")
+    pool = ThreadPoolExecutor(max_workers=min(workers, max(1, len(todo))))
+    try:
+        futures = [pool.submit(job, s, p) for s, p in todo]
+        for future in as_completed(futures):
+            result = future.result()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(result["student"] if result else "")
+            if on_result is not None and result is not None:
+                on_result(result)
+    except BaseException:
+        cancel.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        if bar is not None:
+            bar.close()
+    summary = report.main(out, assignment=context.name, roster=context.roster,
+                          questions=context.questions or None)
+    summary.update(graded=len(todo), skipped=len(found) - len(todo), workers=workers)
+    return summary

@@ -1,0 +1,156 @@
+"""One question's points from one answer record, judged by the grader's own keys.
+
+The record says what the student answered; everything else in it (its verdict,
+its parameters) is ignored. The answer is judged with :func:`roofkit.quiz.judge`
+on the question asked with *this student's* numbers. Before that, an answer
+given as text must look like what a learner types: a number with a unit, a
+short formula in the question's symbols, one of the choices. Anything else
+(``__import__(...)``, ``10**10**10``) is refused unread, because pint and sympy
+evaluate what they parse and the grader must not run a student's code.
+
+Code questions are scored per case: the function's results come back from the
+clean process of :mod:`roofkit.grading.cases` and are compared here with the
+keys; public cases say what the function returned, hidden ones only that they
+failed.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Score", "judge_answer", "score_code", "safe_number_text", "safe_expression", "answer_text"]
+
+MAX_TEXT = 200
+_NUMBER_TEXT = re.compile(r"[0-9A-Za-zµ%\s.,+\-*/^()_]+")
+_FUNCTIONS = {"sqrt", "log", "exp", "Rational"}
+
+
+@dataclass
+class Score:
+    points: float
+    verdict: str  # correct | wrong | partial | not answered
+    reason: str = ""
+    misconception: str | None = None
+    cases: list[dict] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+
+def answer_text(answer) -> str:
+    text = answer if isinstance(answer, str) else repr(answer)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
+
+
+def safe_number_text(text: str) -> bool:
+    """A number with a unit, as typed by hand: short, at most one power, with a small exponent."""
+    if len(text) > 100 or not _NUMBER_TEXT.fullmatch(text):
+        return False
+    powers = re.findall(r"(\*\*|\^)\s*\(?\s*([-+]?[\d.]+)?", text)
+    return len(powers) <= 1 and all(exponent and len(exponent) <= 3 for _, exponent in powers)
+
+
+def safe_expression(text: str, symbols: tuple[str, ...]) -> bool:
+    """A short formula over the question's symbols: + - * / ** with small constant exponents, sqrt/log/exp."""
+    if len(text) > MAX_TEXT:
+        return False
+    try:
+        tree = ast.parse(text.replace("^", "**"), mode="eval")
+    except SyntaxError:
+        return False
+    nodes = list(ast.walk(tree))
+    if len(nodes) > 80 or sum(isinstance(n, ast.Pow) for n in nodes) > 4:
+        return False
+    for node in nodes:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            exponent = node.right
+            if isinstance(exponent, ast.UnaryOp):
+                exponent = exponent.operand
+            if not (isinstance(exponent, ast.Name) or isinstance(exponent, ast.Constant)
+                    and isinstance(exponent.value, (int, float)) and abs(exponent.value) <= 16):
+                return False
+        elif isinstance(node, ast.Constant):
+            if not isinstance(node.value, (int, float)) or isinstance(node.value, bool) or abs(node.value) > 1e15:
+                return False
+        elif isinstance(node, ast.Name):
+            if node.id not in symbols and node.id not in _FUNCTIONS:
+                return False
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
+                return False
+        elif not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Load, ast.Add, ast.Sub, ast.Mult,
+                                   ast.Div, ast.Pow, ast.USub, ast.UAdd)):
+            return False
+    return True
+
+
+def _unreadable(question, why: str) -> Score:
+    return Score(0.0, "wrong", f"could not read your answer: {why}")
+
+
+def judge_answer(question, answer) -> Score:
+    """Points for a numeric, symbolic or choice answer to ``question`` (already asked with the student's numbers)."""
+    from .. import quiz
+
+    if answer is None or answer == "Ellipsis" or (isinstance(answer, str) and not answer.strip()):
+        return Score(0.0, "not answered", "not answered")
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, str)):
+        return _unreadable(question, f"expected a number or a short text, got {type(answer).__name__}")
+    if isinstance(answer, float) and not math.isfinite(answer):
+        return _unreadable(question, f"{answer!r} is not a finite number")
+    if isinstance(answer, str):
+        if question.kind == "numeric" and not safe_number_text(answer):
+            return _unreadable(question, "write a number, optionally with a unit, such as '3.35 TB/s'")
+        if question.kind == "symbolic" and not safe_expression(answer, question.symbols):
+            return _unreadable(question, f"write a short formula in {', '.join(question.symbols)} "
+                                         "using + - * / and **")
+        if len(answer) > MAX_TEXT:
+            return _unreadable(question, "the answer is too long")
+    try:
+        verdict = quiz.judge(question, answer)
+    except Exception as error:  # noqa: BLE001 - any answer the checker cannot digest is wrong, not a crash
+        return _unreadable(question, f"{type(error).__name__}")
+    if verdict.correct is None:
+        return Score(0.0, "not answered", verdict.feedback)
+    if verdict.correct:
+        return Score(float(question.points), "correct")
+    return Score(0.0, "wrong", verdict.feedback, verdict.misconception)
+
+
+def score_code(question, results: dict[int, dict], public: int) -> Score:
+    """Points for a function from its per-case results ({case index: line from the case runner})."""
+    from .. import quiz
+
+    all_cases = list(question.cases) + list(question.hidden_cases)
+    if not all_cases:
+        return Score(0.0, "wrong", "this question has no cases to run")
+    if results and all(results.get(i, {}).get("none") for i in range(len(all_cases))):
+        return Score(0.0, "not answered", "the function returns nothing yet: write its body in place of ...")
+    cases, passed = [], 0
+    for i, args in enumerate(all_cases):
+        hidden = i >= public
+        line = results.get(i)
+        label = f"hidden case {i - public + 1}" if hidden else f"case {args}"
+        if line is None:
+            ok, detail = False, "did not run (the time limit for your function ran out, or it crashed the process)"
+        elif "error" in line:
+            ok, detail = False, str(line["error"])[:200]
+        elif "value" in line and isinstance(line["value"], (int, float)):
+            try:
+                ok = quiz._close(float(line["value"]), float(question.key(*args)), question.rtol)
+            except (TypeError, ValueError, OverflowError):
+                ok = False
+            detail = "" if ok else f"returned {line['value']!r}"
+        else:
+            ok, detail = False, f"returned {line.get('repr', line.get('value'))}, not a number"
+        if hidden and not ok:
+            detail = detail.split(":")[0] if "error" in (line or {}) else "wrong"
+        passed += ok
+        cases.append({"case": label, "hidden": hidden, "passed": ok, "detail": detail})
+    points = float(question.points) * passed / len(all_cases)
+    if passed == len(all_cases):
+        return Score(points, "correct", f"passed all {len(all_cases)} cases", cases=cases)
+    first = next(c for c in cases if not c["passed"])
+    reason = f"{passed} of {len(all_cases)} cases passed; {first['case']}: {first['detail']}"
+    return Score(points, "partial" if passed else "wrong", reason, cases=cases)

@@ -1,0 +1,273 @@
+"""The grading package piece by piece: variants, locked cells, safe judging, the case runner, the CLI."""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from roofkit import cli, quiz
+from roofkit.errors import InvalidValue
+from roofkit.grading import cases, cells, execute, sandbox, score, variants
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = b"a-secret-for-the-tests-0123456789"
+
+
+# --- variants ------------------------------------------------------------------------------
+
+
+def test_variants_are_deterministic_and_secret():
+    question = quiz.get("l00.fma-flops")
+    drawn = [variants.draw(SECRET, f"s{i:02d}", question) for i in range(40)]
+    assert drawn == [variants.draw(SECRET, f"s{i:02d}", question) for i in range(40)]
+    assert drawn != [variants.draw(b"another-secret-0123456789", f"s{i:02d}", question) for i in range(40)]
+    assert len({d["fmas"] for d in drawn}) > 15  # students get different numbers
+    assert variants.fingerprint(SECRET) == variants.fingerprint(SECRET) and SECRET.hex() not in variants.fingerprint(SECRET)
+
+
+@pytest.mark.parametrize("question", [q for q in quiz.questions() if q.variants], ids=lambda q: q.id)
+def test_every_question_with_variants_has_some(question):
+    combos = variants.combinations(question)
+    assert combos and all(question.with_params(**c).text() for c in combos)
+
+
+@pytest.mark.parametrize("question", [q for q in quiz.questions("00") if q.variants], ids=lambda q: q.id)
+def test_variants_never_give_the_lessons_numbers_and_never_share_a_key(question):
+    combos = variants.combinations(question)
+    assert combos, f"{question.id}: no usable variant"
+    assert dict(question.params) not in [{**question.params, **c} for c in combos]
+    if question.kind == "numeric":
+        keys = [float(question.with_params(**c).answer_key()) for c in combos] + [float(question.answer_key())]
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                assert abs(a - b) > max(question.rtol, 1e-9) * abs(b), (question.id, a, b)
+
+
+def test_roster_errors(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name\nann,A\nbad id,B\n")
+    with pytest.raises(InvalidValue, match=r"bad student id 'bad id'"):
+        variants.read_roster(roster)
+    roster.write_text("id\nann\nann\n")
+    with pytest.raises(InvalidValue, match=r"listed twice: ann"):
+        variants.read_roster(roster)
+    roster.write_text("student,email\nann,a@x\nbo,b@x\n")
+    assert variants.read_roster(roster) == ["ann", "bo"]
+    roster.write_text("ann\nbo\n")
+    assert variants.read_roster(roster) == ["ann", "bo"]
+
+
+# --- locked cells --------------------------------------------------------------------------
+
+
+def _nb(*sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(s) if s.startswith("#") else nbformat.v4.new_code_cell(s)
+                for s in sources]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"c{i}"
+    return nb
+
+
+def test_compare_reports_edited_deleted_duplicated_and_moved_cells():
+    release = _nb("# one", "x = 1", "# two", "answer = ...  # your answer here\ncheck('q', answer)", "# three", "y = 2")
+    locked = cells.locked_cells(release)
+    assert [lock.position for lock in locked] == [1, 2, 3, 5, 6]
+    same = cells.compare(locked, release.cells)
+    assert same.problems() == [] and same.found == 5 and same.verbatim == {0, 1, 2, 4, 5}
+    student = _nb("# one", "x = 1   ", "# two", "answer = 3\ncheck('q', answer)", "# three", "y = 2")
+    assert cells.compare(locked, student.cells).problems() == []  # trailing spaces are no edit
+    changed = nbformat.from_dict(json.loads(json.dumps(release)))
+    changed.cells[1].source = "x = 2"  # edited (same id)
+    del changed.cells[2]  # deleted
+    changed.cells.append(nbformat.from_dict(dict(changed.cells[0], id="copy")))  # duplicated
+    changed.cells[3], changed.cells[4] = changed.cells[4], changed.cells[3]  # moved
+    report = cells.compare(locked, changed.cells)
+    assert report.edited == ["locked cell 2 (code: `x = 1`) was edited".removesuffix(" was edited")]
+    assert report.deleted == ["locked cell 3 (markdown: `# two`)"]
+    assert report.duplicated == ["locked cell 1 (markdown: `# one`)"]
+    assert report.moved and report.changed == {1}
+
+
+# --- judging answers safely ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["3.35 TB/s", "3350 GB/s", "2e3", "2 * 1000", "2**40 byte", "1.5e12 byte/s"])
+def test_numbers_as_typed_are_read(text):
+    assert score.safe_number_text(text)
+
+
+@pytest.mark.parametrize("text", ["__import__('os').system('id')", "10**10**10", "9**99999 GB", "2^2^2^2",
+                                  "x" * 101, "open('/etc/passwd')"])
+def test_anything_else_is_refused_unread(text):
+    assert not score.safe_number_text(text)
+    started = time.monotonic()
+    judged = score.judge_answer(quiz.get("l00.bandwidth-units"), text)
+    assert judged.verdict == "wrong" and "could not read your answer" in judged.reason
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("text, ok", [("2*n", True), ("n + n", True), ("2*n^1", True), ("sqrt(4)*n", True),
+                                      ("n**99999", False), ("__import__('os')", False), ("n.real", False),
+                                      ("(lambda: n)()", False), ("m*2", False), ("[n]", False)])
+def test_formulas_are_checked_before_sympy_sees_them(text, ok):
+    assert score.safe_expression(text, ("n",)) is ok
+    judged = score.judge_answer(quiz.get("l00.fma-formula"), text)
+    assert (judged.verdict == "correct") is ok
+
+
+def test_answers_that_are_not_text_or_numbers():
+    question = quiz.get("l00.fma-flops")
+    assert score.judge_answer(question, None).verdict == "not answered"
+    assert score.judge_answer(question, "Ellipsis").verdict == "not answered"
+    for odd in ([2000], {"a": 1}, True, float("nan")):
+        assert score.judge_answer(question, odd).verdict == "wrong"
+    assert score.judge_answer(question, 2000).verdict == "correct"
+
+
+# --- code questions in a clean process -----------------------------------------------------
+
+
+def _run_cases(items, tmp_path, case_s=1.0):
+    folder = execute.make_folder(nbformat.v4.new_notebook(), None)
+    try:
+        settings = {**execute.sandbox_settings(execute.Limits(), folder), "write": [folder]}
+        return cases.run(items, workdir=str(Path(folder) / "work"), env=execute.sandbox_env(folder),
+                         settings=settings, case_s=case_s)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_functions_run_in_a_separate_process_and_cannot_touch_the_grader(tmp_path):
+    sources = {
+        "good": "def f(fmas):\n    print('noise')\n    return 2 * fmas",
+        "patch": "def f(fmas):\n    import roofkit.quiz as q\n    q._close = lambda *a: True\n    return -1",
+        "slow": "def f(fmas):\n    while fmas > 5:\n        pass\n    return 2 * fmas",
+        "lambda": "check('l00.code-flops', lambda fmas: fmas + fmas)",
+        "broken": "def f(fmas)\n    return 1",
+        "uses": "def f(fmas):\n    return formulas.gemm(1, 1, 1).flops * fmas",
+    }
+    items = [{"q": name, "source": source, "cases": [[1], [7]]} for name, source in sources.items()]
+    lines = _run_cases(items, tmp_path)
+    assert lines[("good", 0)]["value"] == 2 and lines[("good", 1)]["value"] == 14
+    assert lines[("patch", 0)]["value"] == -1 and quiz._close(1, 2, 0.01) is False
+    assert lines[("slow", 0)]["value"] == 2 and "took longer than" in lines[("slow", 1)]["error"]
+    assert lines[("lambda", 1)]["value"] == 14 and lines[("uses", 1)]["value"] == 14
+    assert "could not define the function" in lines[("broken", 0)]["error"]
+    question = quiz.get("l00.code-flops")
+    public = len(question.cases)
+    assert score.score_code(question, {0: {"value": 2}, 1: {"value": 2000}, 2: {"value": 14}, 3: {"value": 0},
+                                       4: {"value": 1}}, public).points == pytest.approx(0.8)
+    stub = score.score_code(question, {i: {"none": True} for i in range(5)}, public)
+    assert stub.verdict == "not answered"
+
+
+def test_the_sandbox_reports_what_applies():
+    facts = sandbox.available()
+    assert set(facts) == {"landlock_abi", "root", "rlimits"}
+    assert all(not p.startswith(str(ROOT) + "/tests") for p in sandbox.read_paths())
+    assert str(ROOT) not in sandbox.read_paths()
+
+
+# --- the command line ----------------------------------------------------------------------
+
+
+def run(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):
+    (tmp_path / "roster.csv").write_text("id\nann\n")
+    (tmp_path / "empty").mkdir()
+    cases_ = [
+        (["grade", tmp_path / "nope", "--out", tmp_path / "g"], "no such file or folder"),
+        (["grade", tmp_path / "empty", "--out", tmp_path / "g"], "no notebooks found"),
+        (["grade", tmp_path / "roster.csv", "--out", tmp_path / "g", "--assignment", tmp_path], "is not a release"),
+        (["assign", "77", "--root", ROOT, "--out", tmp_path / "r"], "no lesson ['77']"),
+        (["assign", "--root", ROOT, "--out", tmp_path / "r"], "choose lessons"),
+        (["assign", "00", "--root", ROOT, "--points", "l00.fma-flops=lots"], "--points expects ID=POINTS"),
+        (["assign", "00", "--root", ROOT, "--points", "l09.x=2", "--out", tmp_path / "r"], "not in this assignment"),
+        (["assign", "00", "--root", ROOT, "--name", "no spaces", "--out", tmp_path / "r"], "bad assignment name"),
+        (["assign", "--questions", "l00.nothing*", "--root", ROOT, "--out", tmp_path / "r"], "no question matches"),
+    ]
+    for argv, message in cases_:
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_assign_then_grade_with_the_wrong_secret_or_two_files_for_one_student(capsys, tmp_path):
+    (tmp_path / "roster.csv").write_text("id\nann\nbo\n")
+    code, out, _ = run(capsys, "assign", "00", "--root", ROOT, "--roster", tmp_path / "roster.csv", "--secret-file",
+                       tmp_path / "secret.txt", "--out", tmp_path / "release", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["students"] == ["ann", "bo"] and data["points_total"] == 5
+    assert data["variants"]["l00.fma-flops"] > 10 and (tmp_path / "secret.txt").stat().st_mode & 0o077 == 0
+    (tmp_path / "other.txt").write_text("another secret, long enough\n")
+    subs = tmp_path / "subs"
+    (subs / "ann").mkdir(parents=True)
+    shutil.copy(tmp_path / "release" / "students" / "ann" / "00.ipynb", subs / "ann.ipynb")
+    code, _, err = run(capsys, "grade", subs, "--out", tmp_path / "g", "--assignment", tmp_path / "release",
+                       "--secret-file", tmp_path / "other.txt")
+    assert code == 2 and "this secret is not the one release '00' was made with" in err
+    shutil.copy(tmp_path / "release" / "students" / "ann" / "00.ipynb", subs / "ann" / "00.ipynb")
+    code, _, err = run(capsys, "grade", subs, "--out", tmp_path / "g", "--assignment", tmp_path / "release",
+                       "--secret-file", tmp_path / "secret.txt")
+    assert code == 2 and "student 'ann' has 2 submissions" in err
+
+
+def test_a_learner_grades_their_own_notebooks(capsys, tmp_path):
+    shutil.copy(ROOT / "solutions" / "00-start-here.ipynb", tmp_path / "done.ipynb")
+    shutil.copy(ROOT / "notebooks" / "00-start-here.ipynb", tmp_path / "fresh.ipynb")
+    code, out, err = run(capsys, "grade", tmp_path / "done.ipynb", tmp_path / "fresh.ipynb", "--out",
+                         tmp_path / "mine", "--json")
+    assert code == 0, err
+    students = {s["student"]: s for s in json.loads(out)["students"]}
+    assert students["done"]["lessons"] == {"00": {"score": 5.0, "max_score": 5.0}}
+    assert students["fresh"]["score"] == 0
+    fresh = json.loads((tmp_path / "mine" / "results" / "fresh.json").read_text())
+    assert {q["verdict"] for q in fresh["questions"]} == {"not answered"}
+    code, out, _ = run(capsys, "grade", tmp_path / "done.ipynb", "--out", tmp_path / "mine")
+    assert code == 0 and "lesson 00: 5 / 5" in out and "already graded 1" in out
+
+
+def test_an_exercise_set_without_a_roster(tmp_path):
+    from roofkit.grading import assign, grade
+
+    summary = assign.main(questions=["l00.fma-*", "l00.code-flops"], name="ex", out=tmp_path / "release", root=ROOT)
+    assert [q["id"] for q in summary["questions"]] == ["l00.fma-flops", "l00.fma-formula", "l00.code-flops"]
+    nb = nbformat.read(tmp_path / "release" / "ex.ipynb", as_version=4)
+    answers = {"l00.fma-flops": "answer = 2000\ncheck('l00.fma-flops', answer)",
+               "l00.fma-formula": "check('l00.fma-formula', '2*n')",
+               "l00.code-flops": "def fma_flops(fmas):\n    return 2 * fmas\n\ncheck('l00.code-flops', fma_flops)"}
+    for cell in nb.cells:
+        if cells.is_answer_cell(cell):
+            cell.source = answers[cells.checked_ids(cell.source)[0]]
+    nbformat.write(nb, tmp_path / "ann.ipynb")
+    result = grade.main([tmp_path / "ann.ipynb"], out=tmp_path / "grades", release=tmp_path / "release",
+                        progress=False)["students"]
+    assert result == [{"student": "ann", "status": "graded", "score": 3.0, "max_score": 3.0, "percent": 100.0,
+                       "lessons": {"00": {"score": 3.0, "max_score": 3.0}}, "flags": []}]
+    stored = json.loads((tmp_path / "grades" / "results" / "ann.json").read_text())
+    assert stored["notes"] == [] and stored["integrity"]["found"] == stored["integrity"]["locked_cells"]
+
+
+def test_a_release_of_every_lesson_present(tmp_path):
+    """Every lesson written so far can be handed out: its questions, all graded, all open to the student."""
+    from roofkit.grading import assign
+
+    lessons = sorted(p.stem[:2] for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md"))
+    nb, manifest = assign.template(lessons, name="everything", root=ROOT)
+    assert {q["id"] for q in manifest["questions"]} == {q.id for q in quiz.questions() if q.lesson in lessons}
+    student = assign.student_notebook(nb, manifest, "ann", SECRET)
+    stored = student.metadata["roofkit"]["locked"]
+    for cell in student.cells:
+        if cells.is_answer_cell(cell):
+            assert cell.metadata.get("editable", True) and "checksum" not in cell.metadata["roofkit"]
+        else:
+            assert cell.metadata["editable"] is False and stored[cell["id"]] == cells.checksum(cell)
+    assert len({c["id"] for c in student.cells}) == len(student.cells)
