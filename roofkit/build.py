@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .errors import InvalidValue, RoofkitError
 
-__all__ = ["build", "student_source", "BuildReport", "BuildError", "LESSONS_DIR"]
+__all__ = ["build", "student_source", "make_notebook", "lesson_paths", "BuildReport", "BuildError", "LESSONS_DIR"]
 
 
 class BuildError(RuntimeError, RoofkitError):
@@ -96,7 +96,7 @@ def _banner(lesson: Path, variant: str):
     return cell
 
 
-def _make(lesson: Path, variant: str):
+def make_notebook(lesson: Path, variant: str):
     """The notebook for ``variant`` ('student' or 'solution'), not executed."""
     import nbformat
 
@@ -156,7 +156,7 @@ class BuildReport:
         return not self.stale and not self.orphans
 
 
-def _lessons(root: Path, only: list[str] | None) -> list[Path]:
+def lesson_paths(root: Path, only: list[str] | None) -> list[Path]:
     paths = sorted((root / LESSONS_DIR).glob("[0-9][0-9]-*.md"))
     if only:
         wanted = {o.removesuffix(".md") for o in only}
@@ -172,7 +172,7 @@ def build(root: str | Path = ".", check: bool = False, only: list[str] | None = 
           timeout: int = 120, progress: bool = True) -> BuildReport:
     """Write (or with check=True, verify) the student and solution notebooks of every lesson."""
     root = Path(root)
-    lessons = _lessons(root, only)
+    lessons = lesson_paths(root, only)
     if not lessons:
         raise InvalidValue(f"no lessons found in {root / LESSONS_DIR} (expected files such as 00-start-here.md).")
     report = BuildReport()
@@ -184,8 +184,8 @@ def build(root: str | Path = ".", check: bool = False, only: list[str] | None = 
     for lesson in iterator:
         student_path = root / STUDENT_DIR / f"{lesson.stem}.ipynb"
         solution_path = root / SOLUTION_DIR / f"{lesson.stem}.ipynb"
-        student = _dump(_make(lesson, "student"))
-        solution = _make(lesson, "solution")
+        student = _dump(make_notebook(lesson, "student"))
+        solution = make_notebook(lesson, "solution")
         if check:
             if not student_path.exists() or student_path.read_text(encoding="utf-8") != student:
                 report.stale.append(str(student_path.relative_to(root)))

@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
 
-__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "use_variant", "current", "NOT_ANSWERED"]
+__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "use_variant", "current", "close_enough", "params_digest", "NOT_ANSWERED"]
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 NOT_ANSWERED = "not answered yet"
@@ -122,7 +122,7 @@ class Verdict:
     def record(self, params: Mapping[str, Any]) -> dict:
         """What the grader reads from the notebook (and re-checks; it trusts none of it)."""
         return {"roofkit_answer": 1, "id": self.question, "answer": _jsonable(self.answer),
-                "correct": self.correct, "params": _digest(params)}
+                "correct": self.correct, "params": params_digest(params)}
 
     def to_dict(self) -> dict:
         return {"id": self.question, "correct": self.correct, "feedback": self.feedback,
@@ -232,7 +232,7 @@ def hint(question_id: str) -> str:
     return f"[{question.id}] hint {shown + 1}/{len(question.hints)}: {question.hints[shown]}{last}"
 
 
-def _close(a: float, b: float, rtol: float) -> bool:
+def close_enough(a: float, b: float, rtol: float) -> bool:
     return math.isclose(a, b, rel_tol=rtol, abs_tol=0)
 
 
@@ -259,9 +259,9 @@ def _numeric(question: Question, answer) -> Verdict:
         raise
     except (TypeError, ValueError):
         raise InvalidValue(f"a number is expected for {question.id}; got {answer!r}.") from None
-    if _close(value, key, question.rtol):
+    if close_enough(value, key, question.rtol):
         return Verdict(question.id, True, "", answer=answer)
-    wrong = _misconception(question, lambda v: isinstance(v, (int, float)) and _close(value, float(v), question.rtol))
+    wrong = _misconception(question, lambda v: isinstance(v, (int, float)) and close_enough(value, float(v), question.rtol))
     if wrong:
         return Verdict(question.id, False, wrong.feedback, wrong.name, answer)
     direction = "too large" if value > key else "too small"
@@ -324,7 +324,7 @@ def _code(question: Question, answer, cases: tuple[tuple, ...] | None = None) ->
         expected = question.key(*args)
         try:
             got = answer(*args)
-            ok = _close(float(got), float(expected), question.rtol)
+            ok = close_enough(float(got), float(expected), question.rtol)
         except Exception as error:  # the learner's code may raise anything
             ok, got = False, f"{type(error).__name__}: {error}"
         if not ok:
@@ -346,7 +346,7 @@ def _jsonable(value):
         return str(value)
 
 
-def _digest(params: Mapping[str, Any]) -> str:
+def params_digest(params: Mapping[str, Any]) -> str:
     text = json.dumps({k: _jsonable(v) for k, v in sorted(params.items())}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

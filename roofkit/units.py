@@ -20,7 +20,7 @@ from tokenize import TokenError  # pint raises it for unbalanced input
 
 from .errors import InvalidValue, UnitMismatch
 
-__all__ = ["size", "positive", "nonnegative", "fraction", "quantity", "is_symbolic", "SUFFIXES"]
+__all__ = ["size", "positive", "nonnegative", "fraction", "quantity", "is_symbolic", "safe_number_text", "SUFFIXES"]
 
 SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
 _SIZE = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([kmbgtp]?)\s*$", re.I)
@@ -86,6 +86,17 @@ def fraction(value, name: str = "fraction"):
     return _check(value, name, lambda v: (v > 0) & (v <= 1), "a fraction in (0, 1], e.g. 0.4 for 40%")
 
 
+_NUMBER_TEXT = re.compile(r"[0-9A-Za-zµ%\s.,+\-*/^()_]+")
+
+
+def safe_number_text(text: str) -> bool:
+    """A number with a unit, as typed by hand: short, at most one power, with a small exponent."""
+    if len(text) > 100 or not _NUMBER_TEXT.fullmatch(text):
+        return False
+    powers = re.findall(r"(\*\*|\^)\s*\(?\s*([-+]?[\d.]+)?", text)
+    return len(powers) <= 1 and all(exponent and len(exponent) <= 3 for _, exponent in powers)
+
+
 _registry = None
 
 
@@ -111,6 +122,10 @@ def quantity(text, unit: str, name: str = "value") -> float:
         return positive(text, name)
     import pint
 
+    if not safe_number_text(text):
+        # pint evaluates what it parses: '10**10**10 byte' would run for ever
+        raise InvalidValue(f"{name}: cannot read {text[:60]!r} as a number with a unit such as {unit!r} "
+                           "(write powers of ten as 1e12, and at most one small power such as 2**40).")
     ureg = _ureg()
     try:
         parsed = ureg.Quantity(text.strip().replace("FLOP/byte", "FLOP/B"))

@@ -153,7 +153,7 @@ def test_functions_run_in_a_separate_process_and_cannot_touch_the_grader(tmp_pat
     items = [{"q": name, "source": source, "cases": [[1], [7]]} for name, source in sources.items()]
     lines = _run_cases(items, tmp_path)
     assert lines[("good", 0)]["value"] == 2 and lines[("good", 1)]["value"] == 14
-    assert lines[("patch", 0)]["value"] == -1 and quiz._close(1, 2, 0.01) is False
+    assert lines[("patch", 0)]["value"] == -1 and quiz.close_enough(1, 2, 0.01) is False
     assert lines[("slow", 0)]["value"] == 2 and "took longer than" in lines[("slow", 1)]["error"]
     assert lines[("lambda", 1)]["value"] == 14 and lines[("uses", 1)]["value"] == 14
     assert "could not define the function" in lines[("broken", 0)]["error"]

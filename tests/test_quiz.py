@@ -122,7 +122,7 @@ def test_record_for_the_grader(capsys):
     verdict = quiz.check(GEMM.id, 1365)
     record = verdict.record(GEMM.params)
     assert record["id"] == GEMM.id and record["correct"] is True and record["answer"] == 1365
-    assert record["params"] == quiz._digest(GEMM.params) != quiz._digest({"n": 1024, "dtype": "bf16"})
+    assert record["params"] == quiz.params_digest(GEMM.params) != quiz.params_digest({"n": 1024, "dtype": "bf16"})
     assert "✓ correct" in capsys.readouterr().out
 
 

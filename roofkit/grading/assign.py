@@ -41,8 +41,8 @@ h100 = roofkit.hw("h100")"""
 def _lesson_notebooks(root: Path, lessons: list[str]) -> list[tuple[str, object]]:
     from .. import build
 
-    paths = build._lessons(root, lessons)  # raises InvalidValue naming the lessons that exist
-    return [(path.stem, build._make(path, "student")) for path in paths]
+    paths = build.lesson_paths(root, lessons)  # raises InvalidValue naming the lessons that exist
+    return [(path.stem, build.make_notebook(path, "student")) for path in paths]
 
 
 def _cells_of_lesson(notebook) -> list:

@@ -212,7 +212,7 @@ def _reference(nb):
     lesson = Path(build.__file__).resolve().parent.parent / origin
     if not re.fullmatch(r"lessons/\d\d-[\w.-]+\.md", origin) or not lesson.is_file():
         return None
-    return build._make(lesson, "student")
+    return build.make_notebook(lesson, "student")
 
 
 # --- one student -------------------------------------------------------------------------
@@ -327,11 +327,11 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
         if counts.get(qid, 0) > 1:
             row["note"] = f"answered {counts[qid]} times; the last answer (cell {index + 1}) counts"
         digest_here = record.get("params")
-        if digest_here != quiz._digest(question.params) and question.params:
+        if digest_here != quiz.params_digest(question.params) and question.params:
             row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + \
                 "your notebook asked this question with other numbers than yours"
             other = [s for s, p in context.others(qid).items() if s != student
-                     and quiz._digest(context.bank[qid].with_params(**p).params) == digest_here]
+                     and quiz.params_digest(context.bank[qid].with_params(**p).params) == digest_here]
             if other:
                 result["flags"].append(f"{qid}: the notebook ran with the numbers of {', '.join(sorted(other)[:3])}")
         if question.kind == "code":

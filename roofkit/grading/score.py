@@ -21,10 +21,11 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..units import safe_number_text
+
 __all__ = ["Score", "judge_answer", "score_code", "safe_number_text", "safe_expression", "answer_text"]
 
 MAX_TEXT = 200
-_NUMBER_TEXT = re.compile(r"[0-9A-Za-zµ%\s.,+\-*/^()_]+")
 _FUNCTIONS = {"sqrt", "log", "exp", "Rational"}
 
 
@@ -41,14 +42,6 @@ class Score:
 def answer_text(answer) -> str:
     text = answer if isinstance(answer, str) else repr(answer)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
-
-
-def safe_number_text(text: str) -> bool:
-    """A number with a unit, as typed by hand: short, at most one power, with a small exponent."""
-    if len(text) > 100 or not _NUMBER_TEXT.fullmatch(text):
-        return False
-    powers = re.findall(r"(\*\*|\^)\s*\(?\s*([-+]?[\d.]+)?", text)
-    return len(powers) <= 1 and all(exponent and len(exponent) <= 3 for _, exponent in powers)
 
 
 def safe_expression(text: str, symbols: tuple[str, ...]) -> bool:
@@ -138,7 +131,7 @@ def score_code(question, results: dict[int, dict], public: int) -> Score:
             ok, detail = False, str(line["error"])[:200]
         elif "value" in line and isinstance(line["value"], (int, float)):
             try:
-                ok = quiz._close(float(line["value"]), float(question.key(*args)), question.rtol)
+                ok = quiz.close_enough(float(line["value"]), float(question.key(*args)), question.rtol)
             except (TypeError, ValueError, OverflowError):
                 ok = False
             detail = "" if ok else f"returned {line['value']!r}"
