@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 from dataclasses import dataclass, field
 
 from ..units import safe_number_text
