@@ -3,8 +3,9 @@
     python benchmarks/notebooks.py [--repeat 3]
 
 Each notebook is executed in a fresh kernel, as nbval does; the time includes
-the kernel's start. With --repeat, the outputs of the runs are also compared:
-they must be identical (the lessons are deterministic).
+the kernel's start. With --repeat, the outputs of the runs are also compared as
+nbval compares them (streams joined, images and NBVAL_IGNORE_OUTPUT cells left
+out): they must be identical, since the lessons are deterministic.
 """
 
 from __future__ import annotations
@@ -30,11 +31,22 @@ def run(path: Path) -> tuple[float, list]:
     NotebookClient(nb, timeout=300, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
-    outputs = [copy.deepcopy(c.outputs) for c in nb.cells if c.cell_type == "code"]
-    for cell_outputs in outputs:  # widget model ids differ from run to run by design
-        for output in cell_outputs:
-            output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
-    return elapsed, outputs
+    return elapsed, [_compared(c.outputs) for c in nb.cells
+                     if c.cell_type == "code" and not c.source.startswith("# NBVAL_IGNORE_OUTPUT")]
+
+
+def _compared(outputs: list) -> list:
+    """What nbval compares: streams joined per name, no images, no widget model ids."""
+    streams, rest = {}, []
+    for output in copy.deepcopy(outputs):
+        if output.get("output_type") == "stream":
+            streams[output["name"]] = streams.get(output["name"], "") + output["text"]
+            continue
+        data = output.get("data", {})
+        for mime in [m for m in data if m.startswith("image/") or m.endswith("widget-view+json")]:
+            del data[mime]
+        rest.append(output)
+    return [streams, rest]
 
 
 def main() -> None:
