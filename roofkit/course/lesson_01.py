@@ -27,6 +27,7 @@ register(
         prompt=("A linear layer computes y = x @ W with x of shape [{tokens}, {d_model}] and W of shape "
                 "[{d_model}, {d_ff}]. How many FLOPs does the matrix product cost?"),
         params=dict(_LINEAR),
+        variants={"tokens": (512, 1024, 4096, 8192), "d_ff": (11008, 13696, 14336, 16384)},
         key=lambda tokens, d_model, d_ff: _linear(tokens, d_model, d_ff).flops,
         unit="FLOP",
         rtol=0.01,
@@ -50,6 +51,7 @@ register(
                 "Under the ideal traffic model (each input read from HBM once, the output written once), "
                 "how many bytes cross HBM?"),
         params={**_LINEAR, "dtype": "bf16"},
+        variants={"tokens": (512, 1024, 4096, 8192), "d_ff": (11008, 13696, 14336, 16384)},
         key=lambda tokens, d_model, d_ff, dtype: _linear(tokens, d_model, d_ff, dtype).bytes,
         unit="byte",
         rtol=0.01,
@@ -77,6 +79,7 @@ register(
         prompt=("Timed with CUDA events, a square matrix product of size {n} x {n} x {n} takes {ms} ms on "
                 "average. What FLOP rate did it achieve?"),
         params={"n": 8192, "ms": 1.6},
+        variants={"n": (4096, 6144, 8192), "ms": (1.4, 1.6, 2.1, 2.7, 3.4)},
         key=lambda n, ms: formulas.gemm(n, n, n).flops / (ms / 1000),
         unit="FLOP/s",
         rtol=0.01,
@@ -101,6 +104,7 @@ register(
         prompt=("fvcore counts one multiply-add as one 'flop'. For y = x @ W with x [{tokens}, {d_model}] and "
                 "W [{d_model}, {d_ff}], what number does fvcore report?"),
         params=dict(_LINEAR),
+        variants={"tokens": (512, 1024, 4096, 8192), "d_ff": (11008, 13696, 14336, 16384)},
         key=lambda tokens, d_model, d_ff: _linear(tokens, d_model, d_ff).flops / FLOPS_PER_FMA,
         unit="dimensionless",
         rtol=0.01,
@@ -122,6 +126,7 @@ register(
                 "[{d_model}, {d_ff}] in {dtype}. Served one at a time (one matrix-vector product per request), "
                 "how many bytes cross HBM in total?"),
         params={"requests": 32, "d_model": 4096, "d_ff": 14336, "dtype": "bf16"},
+        variants={"requests": (8, 16, 32, 64, 128), "d_ff": (11008, 13696, 14336, 16384)},
         key=lambda requests, d_model, d_ff, dtype: formulas.gemv(d_ff, d_model, dtype).scale(requests).bytes,
         unit="byte",
         rtol=0.01,
@@ -148,6 +153,7 @@ register(
                 "y = g @ W_down (W_down [{d_ff}, {d_model}]). How many bytes cross HBM in total, under the ideal "
                 "model for each kernel?"),
         params={**_LINEAR, "dtype": "bf16"},
+        variants={"tokens": (512, 1024, 4096, 8192), "d_ff": (11008, 13696, 14336, 16384)},
         key=lambda tokens, d_model, d_ff, dtype: formulas.mlp(tokens, d_model, d_ff, dtype).bytes,
         unit="byte",
         rtol=0.01,

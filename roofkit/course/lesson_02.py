@@ -67,6 +67,7 @@ register(
         prompt=("An elementwise GELU reads a tensor of n elements in {dtype} and writes n back, doing about {f} "
                 "FLOPs per element. What is its arithmetic intensity? (Take n = {n}; does the answer depend on it?)"),
         params={"n": 2**24, "f": formulas.GELU_FLOPS_PER_ELEMENT, "dtype": "fp16"},
+        variants={"f": (5, 6, 8, 10, 12, 14)},
         key=lambda n, f, dtype: formulas.elementwise(n, f, 1, 1, dtype).intensity,
         unit="FLOP/byte",
         rtol=0.01,
@@ -113,6 +114,7 @@ register(
         kind="numeric",
         prompt="What is the arithmetic intensity of a {n} x {n} x {n} GEMM in {dtype}?",
         params={"n": 4096, "dtype": "bf16"},
+        variants={"n": (1024, 2048, 3072, 6144, 8192, 16384)},
         key=lambda n, dtype: formulas.gemm(n, n, n, dtype).intensity,
         unit="FLOP/byte",
         rtol=0.01,
@@ -162,6 +164,7 @@ register(
         prompt=("An MLP up-projection runs on M = {m} tokens: x[{m}, {k}] @ W[{k}, {n}] in {dtype}. "
                 "What is its arithmetic intensity?"),
         params={"m": 8192, "n": 32768, "k": 8192, "dtype": "bf16"},
+        variants={"m": (1024, 2048, 4096, 8192, 16384), "n": (24576, 28672, 32768)},
         key=lambda m, n, k, dtype: formulas.gemm(m, n, k, dtype).intensity,
         unit="FLOP/byte",
         rtol=0.01,

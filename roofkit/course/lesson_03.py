@@ -45,12 +45,14 @@ register(
         prompt="What is the ridge point of the {hw} in {dtype}: the intensity where its memory roof meets its "
                "dense {dtype} compute roof? Answer in FLOP/byte.",
         params={**_H100, "dtype": "bf16"},
+        variants={"hw": ("A100", "H100 SXM5", "H100 PCIe", "H200")},
         key=_ridge,
         unit="FLOP/byte",
         rtol=0.01,
         hints=(
             "At the ridge, bandwidth x intensity equals the peak: solve B x I* = P for I*.",
-            "Divide the dense BF16 peak by the memory bandwidth: h100.peak('bf16') / h100.bandwidth.",
+            "Divide the dense BF16 peak by the memory bandwidth: with acc = roofkit.hw(name), "
+            "acc.peak('bf16') / acc.bandwidth.",
         ),
         misconceptions=(
             Misconception("sparse-peak", "That is twice the ridge: you used the headline peak, which assumes 2:4 "
@@ -72,6 +74,7 @@ register(
         kind="numeric",
         prompt="And the {hw}'s ridge point for {dtype} tensor-core math, in FLOP/byte?",
         params={**_H100, "dtype": "fp8"},
+        variants={"hw": ("L4", "L40S", "H100 SXM5", "H100 PCIe", "H200", "B200")},
         key=_ridge,
         unit="FLOP/byte",
         rtol=0.01,
@@ -93,13 +96,14 @@ register(
         prompt="A square {dtype} GEMM with n = {n} on the {hw}: what is its pessimistic time bound, "
                "T_math + T_mem, in µs?",
         params={**_H100, "dtype": "bf16", "n": 8192},
+        variants={"hw": ("A100", "H100 SXM5", "H200", "B200", "MI300X"), "n": (4096, 8192, 16384)},
         key=lambda hw, dtype, n: _placed(formulas.gemm(n, n, n, dtype), hw, dtype).time_upper_s * 1e6,
         unit="µs",
         rtol=0.01,
         hints=(
             "Work out T_math = FLOPs / peak and T_mem = bytes / bandwidth separately.",
             "The pessimistic bound assumes no overlap at all between math and memory traffic.",
-            "roofline.analyze(formulas.gemm(n, n, n, 'bf16'), 'h100', 'bf16') gives both times.",
+            "roofline.analyze(formulas.gemm(n, n, n, 'bf16'), name, 'bf16'), with the chip's name, gives both times.",
         ),
         misconceptions=(
             Misconception("optimistic-bound", "That is max(T_math, T_mem), the optimistic bound, which assumes "
@@ -187,6 +191,7 @@ register(
         prompt="Predict, then measure (scaling-book): c = a + b over 2^{log2n} FP32 elements on an {hw} ran in "
                "{measured_ms} ms. What percent of its roofline did it reach?",
         params={**_H100, "log2n": 30, "measured_ms": 4.1},
+        variants={"measured_ms": (4.0, 4.1, 4.3, 4.5, 4.8, 5.2)},
         key=_add_percent,
         unit="percent",
         rtol=0.01,

@@ -63,6 +63,7 @@ register(
         kind="numeric",
         prompt="At what size n does a square {dtype} GEMM (n x n x n, ideal traffic) reach the {hw}'s ridge point?",
         params={"hw": "T4", "dtype": "fp16"},
+        variants={"hw": ("T4", "V100", "A10", "L4", "A100", "L40S")},
         key=_balance,
         unit="dimensionless",
         rtol=0.015,
@@ -128,6 +129,7 @@ register(
                "and a tensor-core clock of {clock_ghz} GHz. In TFLOP/s?",
         params={"hw": "H100 SXM5", "tensor_cores_per_sm": 4, "fma_per_tensor_core_per_clock": 512,
                 "clock_ghz": 1.83, "max_boost_ghz": 1.98},
+        variants={"clock_ghz": (1.59, 1.65, 1.71, 1.755, 1.83)},
         key=_derived_tflops,
         unit="TFLOP/s",
         rtol=0.005,
@@ -155,6 +157,7 @@ register(
         prompt="What is the smallest whole n for which a square {dtype} GEMM (n x n x n, ideal traffic) is "
                "compute-bound on the {hw}?",
         params={"hw": "H100 SXM5", "dtype": "bf16"},
+        variants={"hw": ("A100", "H100 SXM5", "H100 PCIe", "H200", "B200", "MI300X")},
         key=lambda hw, dtype: math.ceil(_balance(hw, dtype)),
         unit="dimensionless",
         rtol=0.005,

@@ -66,6 +66,7 @@ register(
                 "field is kept for infinity and NaN. What is its largest finite value? (With E = 5 and M = 10 "
                 "this is FP16.)"),
         params={"E": 5, "M": 10},
+        variants={"E": (4, 5, 6, 8), "M": (2, 3, 7, 10)},
         key=lambda E, M: _layout(E, M, "ieee").max,
         unit="dimensionless",
         rtol=0.001,
@@ -93,6 +94,7 @@ register(
         prompt=("A {n} x {n} x {n} matrix product reads A and B and writes C in TF32 (ideal traffic model: each "
                 "matrix crosses HBM once). What is its arithmetic intensity?"),
         params={"n": 4096},
+        variants={"n": (1024, 2048, 3072, 4096, 6144, 8192)},
         key=lambda n: formulas.gemm(n, n, n, "tf32").intensity,
         unit="FLOP/byte",
         rtol=0.01,
@@ -117,6 +119,7 @@ register(
         prompt=("You add the BF16 value nearest to {addend} to a running sum {count} times, and the running sum "
                 "is itself kept in BF16: every addition is rounded to BF16. What is the final sum?"),
         params={"addend": 0.01, "count": 4096},
+        variants={"addend": (0.003, 0.005, 0.01, 0.02, 0.05, 0.1)},
         key=lambda addend, count: running_sum(addend, count, "bfloat16"),
         unit="dimensionless",
         rtol=0.01,
@@ -141,6 +144,7 @@ register(
         prompt=("A square n x n x n matrix product runs on the {hw}'s {dtype} tensor cores with A, B and C all "
                 "stored in {dtype}. From what n on is it compute-bound?"),
         params={"hw": "H100", "dtype": "FP8"},
+        variants={"hw": ("L4", "L40S", "H100", "H100 PCIe", "H200", "B200")},
         key=lambda hw, dtype: roofline.balance_point_matrix_size(hw, dtype),
         unit="dimensionless",
         rtol=0.01,
@@ -201,6 +205,7 @@ register(
                 "with more precision.)"),
         params={"decades": 7},
         choices=("e4m3", "e5m2", "neither"),
+        variants={"decades": (6, 7, 8, 9, 10, 12)},
         key=lambda decades: _fp8_for_range(decades),
         points=2,
         hints=(

@@ -42,6 +42,7 @@ register(
                 "skip it)."),
         params={"weight": 1.0, "update": 1e-4},
         choices=("swamping", "underflow", "overflow", "speed", "none"),
+        variants={"weight": (0.02, 0.1, 1.0, 2.0), "update": (1e-5, 1e-4, 1e-3)},
         key=lambda weight, update: "swamping" if _lost(weight, update) else "none",
         hints=(
             "How far apart are BF16 numbers near the weight? Compare with the update.",
@@ -68,6 +69,7 @@ register(
         prompt=("In {fmt}, about how large must a positive update be to change a weight of {weight} at all, "
                 "when the sum is rounded to {fmt}? Two significant figures are enough."),
         params={"fmt": "bfloat16", "weight": 1.0},
+        variants={"fmt": ("bfloat16", "float16"), "weight": (0.1, 0.5, 1.0, 3.0, 20.0)},
         key=lambda fmt, weight: precision.swamping(weight, 1.0, fmt)["smallest_update_that_survives"],
         unit="dimensionless",
         rtol=0.02,
@@ -94,6 +96,7 @@ register(
         prompt=("A gradient of {gradient} is cast to {fmt}. What is the smallest power-of-two loss scale S for "
                 "which S x gradient lands in {fmt}'s normal range (neither zero nor subnormal)?"),
         params={"gradient": 1e-8, "fmt": "float16"},
+        variants={"gradient": (1e-9, 3e-9, 1e-8, 3e-8, 1e-7, 5e-7)},
         key=lambda gradient, fmt: smallest_power_of_two_scale(gradient, fmt),
         unit="dimensionless",
         rtol=0.001,
@@ -141,6 +144,7 @@ register(
                 "overflows, the step is skipped and S is halved. If the largest gradient of every step is "
                 "{max_gradient}, how many steps are skipped before training proceeds?"),
         params={"fmt": "float16", "initial_scale": 65536, "max_gradient": 10.0},
+        variants={"initial_scale": (32768, 65536, 131072), "max_gradient": (1.0, 3.0, 10.0, 50.0, 300.0)},
         key=lambda fmt, initial_scale, max_gradient: skipped_steps(max_gradient, fmt, initial_scale),
         unit="dimensionless",
         rtol=0,
@@ -163,6 +167,7 @@ register(
                 "gradients, an FP32 master copy of the weights, and Adam's two moments in FP32. How many bytes "
                 "do weights, gradients and optimizer states take together (activations not counted)?"),
         params={"params": 70e9},
+        variants={"params": (7e9, 8e9, 13e9, 34e9, 70e9, 405e9)},
         key=lambda params: params * training.adam_memory_per_param()["total"],
         unit="byte",
         rtol=0.01,
@@ -190,6 +195,7 @@ register(
                 "tensor by S before the cast to {fmt}, so that amax lands on the format's largest finite value. "
                 "What is S?"),
         params={"amax": 0.002, "fmt": "float8_e4m3fn"},
+        variants={"amax": (0.0005, 0.001, 0.005, 0.02, 0.1, 4.0)},
         key=lambda amax, fmt: precision.get(fmt).max / amax,
         unit="dimensionless",
         rtol=0.01,
