@@ -25,6 +25,11 @@ def _verdict(params, tokens_per_s_per_gpu, hw, dtype):
     return _LEVEL_WORDS[level]
 
 
+def _if_impossible(choice):
+    """A wrong verdict on an MFU above 100% (a variant with a plausible MFU has no such misconception)."""
+    return lambda **p: choice if _verdict(**p) == "impossible" else None
+
+
 def _cluster_mfu(params, tokens_per_s, gpus, hw, dtype):
     return training.mfu_from_throughput(params, tokens_per_s, _peak(hw, dtype), gpus)
 
@@ -64,6 +69,7 @@ register(
         prompt=("A {params} model trains at {tokens_per_s_per_gpu:,} tokens/s per GPU on {hw} GPUs in {dtype}. "
                 "Counting 6N FLOPs per token, what MFU does that give? Answer as a fraction (0.45 for 45%)."),
         params={"params": "70B", "tokens_per_s_per_gpu": 3000, "hw": "H100", "dtype": "BF16"},
+        variants={"tokens_per_s_per_gpu": (1000, 1500, 2000, 2500, 3500), "hw": ("H100", "A100", "MI300X", "B200")},
         key=_mfu_per_gpu,
         unit="dimensionless",
         hints=(
@@ -84,6 +90,7 @@ register(
         prompt=("Judge the MFU of that run ({params} at {tokens_per_s_per_gpu:,} tokens/s per {hw} GPU, {dtype}): "
                 "plausible, suspicious (above about 60%) or impossible?"),
         params={"params": "70B", "tokens_per_s_per_gpu": 3000, "hw": "H100", "dtype": "BF16"},
+        variants={"tokens_per_s_per_gpu": (1000, 1500, 2000, 3000, 4000), "hw": ("H100", "A100", "MI300X", "B200")},
         choices=("plausible", "suspicious", "impossible"),
         key=_verdict,
         hints=(
@@ -94,10 +101,10 @@ register(
             Misconception("accepted-over-100", (
                 "An MFU above 100% would mean more useful FLOPs than the chip can do at its peak. That never "
                 "happens: some input is wrong (N, tokens/s per GPU vs total, or the peak)."),
-                answer=lambda **p: "plausible"),
+                answer=_if_impossible("plausible")),
             Misconception("over-100-only-suspicious", (
                 "Above 60% is suspicious; above 100% is beyond doubt. No run exceeds the peak, so some input is wrong."),
-                answer=lambda **p: "suspicious"),
+                answer=_if_impossible("suspicious")),
         ),
     ),
     Question(
@@ -108,6 +115,8 @@ register(
                 "'throughput: {tokens_per_s:,} tokens/s' for the whole cluster. What MFU is that "
                 "(6N FLOPs per token, as a fraction)?"),
         params={"params": "70B", "tokens_per_s": 921_600, "gpus": 1024, "hw": "H100", "dtype": "BF16"},
+        variants={"tokens_per_s": (512_000, 614_400, 768_000, 1_228_800), "gpus": (512, 1024, 2048),
+                  "hw": ("H100", "A100", "B200")},
         key=_cluster_mfu,
         unit="dimensionless",
         hints=(
@@ -132,6 +141,7 @@ register(
                 "of recomputation and {backward} TFLOPs of backward pass, in {seconds} s on a device whose peak "
                 "is {peak_tflops} TFLOP/s. What is the step's MFU (as a fraction)?"),
         params={"forward": 50, "recompute": 450, "backward": 300, "seconds": 10, "peak_tflops": 100},
+        variants={"forward": (40, 50, 60, 100), "seconds": (12, 15, 20), "peak_tflops": (100, 125, 150)},
         key=lambda forward, recompute, backward, seconds, peak_tflops: training.mfu(
             _step_flops(forward, recompute, backward)[0], seconds, peak_tflops * 1e12),
         unit="dimensionless",
@@ -154,6 +164,7 @@ register(
                 "so every dimension is padded with zeros up to a multiple of {tile}. The profiler reports an HFU "
                 "of {hfu:.0%}. What is the utilization counting only the useful FLOPs (as a fraction)?"),
         params={"m": 130, "tile": 128, "hfu": 0.8},
+        variants={"m": (150, 160, 200, 260, 300), "tile": (64, 128), "hfu": (0.6, 0.7, 0.8)},
         key=lambda m, tile, hfu: hfu * training.padding_efficiency(m, m, m, tile),
         unit="dimensionless",
         hints=(
@@ -179,6 +190,8 @@ register(
         prompt=("A run processes {tokens} tokens in {days} days on {gpus:,} {hw} GPUs ({dtype}). Its MFU cannot be "
                 "computed without the model size. What model size N (parameters) would make it {mfu:.0%} MFU?"),
         params={"tokens": "100B", "days": 30, "gpus": 1024, "hw": "H100", "dtype": "BF16", "mfu": 0.4},
+        variants={"tokens": ("50B", "300B", "1T"), "days": (14, 60, 90), "gpus": (512, 1024, 4096),
+                  "hw": ("H100", "A100"), "mfu": (0.35, 0.45)},
         key=_params_for,
         unit="dimensionless",
         hints=(
@@ -202,6 +215,8 @@ register(
         prompt=("Exercise. The same run ({tokens} tokens in {days} days on {gpus:,} {hw} GPUs, {dtype}) trained a "
                 "{params} model. What was its MFU (as a fraction)?"),
         params={"params": "7B", "tokens": "100B", "days": 30, "gpus": 1024, "hw": "H100", "dtype": "BF16"},
+        variants={"params": ("1.3B", "13B", "34B", "70B"), "tokens": ("100B", "300B", "1T"), "days": (14, 30, 60),
+                  "gpus": (256, 1024, 2048), "hw": ("H100", "A100", "B200")},
         key=_run_mfu,
         unit="dimensionless",
         rtol=0.02,
@@ -229,6 +244,8 @@ register(
                 "6N + 12·L·H·Q·T (as a fraction)?"),
         params={"params": "6.7B", "n_layers": 32, "n_heads": 32, "head_dim": 128, "seq_len": 4096,
                 "tokens_per_s_per_gpu": 8000, "hw": "H100", "dtype": "BF16"},
+        variants={"seq_len": (2048, 8192, 16384), "tokens_per_s_per_gpu": (4000, 6000, 8000, 10000),
+                  "hw": ("H100", "A100", "MI300X", "B200")},
         key=_palm_mfu,
         unit="dimensionless",
         hints=(

@@ -70,6 +70,7 @@ register(
                 "matrix, counted with the rest). How many FLOPs does training it on {tokens} tokens take, by "
                 "C = 6ND with N the parameters that do arithmetic?"),
         params={"params": "1.3B", "vocab": 50_304, "d_model": 2048, "tokens": "26B"},
+        variants={"vocab": (32_000, 50_304, 128_256), "tokens": ("13B", "26B", "52B", "100B", "300B")},
         key=lambda params, vocab, d_model, tokens: training.training_flops(_non_embedding(params, vocab, d_model),
                                                                            tokens),
         unit="FLOP",
@@ -96,6 +97,8 @@ register(
         prompt=("A {params} model trains on {tokens} tokens on {gpus:,} {hw} GPUs in {dtype} at an MFU of "
                 "{mfu:.0%}. How many days of wall clock does it take?"),
         params={"params": "70B", "tokens": "15T", "hw": "H100", "dtype": "BF16", "mfu": 0.4, "gpus": 8192},
+        variants={"tokens": ("2T", "8T", "15T"), "gpus": (2048, 4096, 16384), "mfu": (0.3, 0.45),
+                  "hw": ("H100", "A100", "MI300X", "B200")},
         key=_days,
         unit="day",
         hints=(
@@ -124,6 +127,8 @@ register(
         prompt=("The same {params} model on {tokens} tokens, but on {hw} GPUs in {dtype} at {mfu:.0%} MFU and an "
                 "assumed ${usd_per_gpu_hour:.2f} per GPU-hour. What does the compute cost, in dollars?"),
         params={"params": "70B", "tokens": "15T", "hw": "B200", "dtype": "FP8", "mfu": 0.4, "usd_per_gpu_hour": 4.0},
+        variants={"tokens": ("2T", "15T"), "hw": ("B200", "H100", "MI300X"), "mfu": (0.3, 0.45),
+                  "usd_per_gpu_hour": (2.5, 5.0, 6.0, 8.0)},
         key=_cost,
         unit="dimensionless",
         hints=(
@@ -147,6 +152,7 @@ register(
         prompt=("Practice problem: a {params} model on {tokens} tokens, on {hw} GPUs in {dtype} at {mfu:.0%} MFU. "
                 "How many GPUs, at least, finish it in {days} days?"),
         params={"params": "400B", "tokens": "8T", "hw": "H100", "dtype": "FP8", "mfu": 0.35, "days": 30},
+        variants={"tokens": ("8T", "15T"), "mfu": (0.3, 0.35, 0.45), "days": (30, 45, 60, 90)},
         key=_gpus,
         unit="dimensionless",
         hints=(
@@ -196,6 +202,7 @@ register(
                 "Trained on sequences of {seq_len:,} tokens, by what factor does PaLM's count per token, "
                 "6N + 12·L·H·Q·T, exceed 6N?"),
         params={"params": "70B", "n_layers": 80, "n_heads": 64, "head_dim": 128, "seq_len": 32768},
+        variants={"seq_len": (8192, 16384, 65536, 131072)},
         key=_attention_ratio,
         unit="dimensionless",
         hints=(
@@ -223,6 +230,7 @@ register(
                 "products to FP8 speeds them up by the ratio of the dense FP8 and BF16 peaks and leaves the rest "
                 "as it was. By what factor does the whole step get faster?"),
         params={"matmul_share": 0.8, "hw": "H100"},
+        variants={"matmul_share": (0.5, 0.6, 0.65, 0.7, 0.75, 0.85, 0.9)},
         key=_fp8_speedup,
         unit="dimensionless",
         hints=(

@@ -53,6 +53,7 @@ register(
                 "{dtype}. Fused into one kernel, how many bytes does it move to and from HBM? (Ignore the bias "
                 "vector: it is {width} elements next to millions.)"),
         params={"tokens": 8192, "width": 32768, "dtype": "bf16"},
+        variants={"tokens": (2048, 4096, 16384), "width": (11008, 14336, 28672), "dtype": ("bf16", "fp32")},
         key=lambda tokens, width, dtype: _bias_gelu(tokens, width, dtype).fused.bytes,
         unit="byte",
         hints=("In the fused kernel, where does the output of the bias add live before GELU uses it?",
@@ -137,6 +138,7 @@ register(
                 "over s = {seq} tokens runs as one FlashAttention kernel that reads Q, K, V and writes O once. "
                 "What is its arithmetic intensity?"),
         params={"seq": 8192, "head_dim": 8192, "hw": "h100", "dtype": "bf16"},
+        variants={"seq": (2048, 4096, 16384, 32768), "head_dim": (64, 128, 256)},
         key=lambda seq, head_dim, hw, dtype: formulas.attention_fused(1, 1, seq, head_dim, dtype).intensity,
         unit="FLOP/byte",
         hints=("The FLOPs are those of the naive kernels: two s x s x d_h matrix products, plus the softmax.",
@@ -165,6 +167,7 @@ register(
                 "{overhead_us:g} µs of launch overhead per kernel, how much time per forward pass do the launches "
                 "that fusion removes cost?"),
         params={"layers": 32, "overhead_us": fusion.DEFAULT_LAUNCH_OVERHEAD_S / _US},
+        variants={"layers": (24, 28, 48, 60, 80), "overhead_us": (3.0, 4.0, 5.0, 8.0)},
         key=lambda layers, overhead_us: _removed_launches(layers) * overhead_us * _US,
         unit="s",
         rtol=0.01,
@@ -192,6 +195,7 @@ register(
                 "d = {d_model}, f = {d_ff}, in {dtype}. Under the ideal traffic model, how many HBM bytes does one "
                 "fused kernel save compared with four separate kernels?"),
         params={"tokens": 4096, "d_model": 4096, "d_ff": 11008, "dtype": "bf16"},
+        variants={"tokens": (512, 1024, 8192, 16384, 32768)},
         key=lambda tokens, d_model, d_ff, dtype: fusion.mlp_block(tokens, d_model, d_ff, dtype)["bytes_saved"],
         unit="byte",
         hints=("Both versions read the weights W1 and W2 (and the norm weight). What does only the unfused "
@@ -222,6 +226,7 @@ register(
                 "the {hw}. Predict FlashAttention's speed-up over the three naive kernels: the sum of the naive "
                 "kernels' roofline times (each max(math time, memory time)) over the fused kernel's roofline time."),
         params={"batch": 1, "heads": 64, "head_dim": 128, "seq": 8192, "hw": "h100", "dtype": "bf16"},
+        variants={"seq": (4096, 8192, 16384), "hw": ("a100", "h200", "mi300x", "l40s", "b200")},
         key=lambda batch, heads, head_dim, seq, hw, dtype:
             (lambda t: t[0] / t[1])(_attention_times(batch, heads, seq, head_dim, hw, dtype)),
         unit="dimensionless",

@@ -73,6 +73,13 @@ _PROFILE_PROMPT = (
 _PROFILE = {"gemm_ms": 480, "gemm_pct": 78, "attention_ms": 160, "attention_pct": 35,
             "elementwise_ms": 96, "elementwise_pct": 85, "optimizer_ms": 48, "optimizer_pct": 20,
             "rotary_ms": 16, "rotary_pct": 10, "target_pct": 80}
+# a class variant moves the target and two kernels' times, which changes the ranking (never to a near tie)
+_PROFILE_VARIANTS = {"target_pct": (70, 80, 90), "gemm_ms": (480, 960), "optimizer_ms": (48, 240)}
+
+
+def _batch_bound(d_model, batch, hw, dtype) -> str:
+    """'memory' or 'compute': the (batch x d) @ (d x d) weight GEMM on the roofline."""
+    return roofline.analyze(formulas.gemm(batch, d_model, d_model, dtype), hw, dtype).bound
 
 
 def _softmax_cost(rows, cols, dtype):
@@ -134,6 +141,7 @@ register(
         prompt=("Seed 004's example: a step takes {total_ms} ms, of which one part takes {part_ms} ms. You make "
                 "that part {speedup} times faster. How much time does the whole step save?"),
         params={"total_ms": 100, "part_ms": 10, "speedup": 2},
+        variants={"part_ms": (15, 20, 25, 40), "speedup": (2, 3, 4, 5)},
         key=lambda total_ms, part_ms, speedup:
             total_ms * 1e-3 * fusion.amdahl_time_saved(part_ms / total_ms, speedup),
         unit="s",
@@ -159,6 +167,7 @@ register(
         prompt=("The naive attention softmax of lesson 09 ({rows} rows of {cols} scores, {dtype}) is measured at "
                 "{measured_us} µs on the {hw}. What percentage of its roofline does it reach?"),
         params={"rows": 32 * 4096, "cols": 4096, "measured_us": 820, "hw": "h100", "dtype": "bf16"},
+        variants={"measured_us": (700, 900, 1000, 1200, 1500), "hw": ("h100", "h200", "mi300x", "b200")},
         key=_softmax_pct,
         unit="dimensionless",
         rtol=0.02,
@@ -182,6 +191,7 @@ register(
         kind="choice",
         prompt=_PROFILE_PROMPT + "Which kernel group should you work on first?",
         params=dict(_PROFILE),
+        variants=_PROFILE_VARIANTS,
         choices=KERNELS,
         key=_best,
         hints=("A kernel is worth what the whole step saves when it speeds up, not how bad it looks.",
@@ -197,7 +207,7 @@ register(
             Misconception("biggest-kernel",
                           "The GEMMs take the most time, but they are already close to the target: there is "
                           "little gap left to close. Weigh the time by the achievable speed-up.",
-                          answer=lambda **_: "gemm"),
+                          answer=lambda **p: None if _best(**p) == "gemm" else "gemm"),
             Misconception("fix-the-roofline-bound",
                           "The elementwise kernels already run near their memory roof: tuning cannot make them "
                           "faster. Only fusion (fewer bytes) can, which is another change than this table "
@@ -213,6 +223,7 @@ register(
         prompt=(_PROFILE_PROMPT + "You bring the best candidate up to the target. Re-rank: what share of the "
                 "NEW step time does the next best candidate's expected saving represent?"),
         params=dict(_PROFILE),
+        variants=_PROFILE_VARIANTS,
         key=lambda **p: _next_after_best(**p),
         unit="dimensionless",
         rtol=0.02,
@@ -239,6 +250,7 @@ register(
                 "step, in gaps between kernel launches. Replaying the step as a CUDA graph removes those gaps "
                 "and changes nothing else. What is the largest end-to-end speed-up this can give?"),
         params={"idle_pct": 30},
+        variants={"idle_pct": (20, 25, 35, 40, 50, 60)},
         key=lambda idle_pct: fusion.amdahl(idle_pct / 100, math.inf),
         unit="dimensionless",
         hints=("The gaps are the part that gets faster; by how much, at best?",
@@ -246,8 +258,8 @@ register(
                "fusion.amdahl(fraction, math.inf)."),
         misconceptions=(
             Misconception("added-the-share",
-                          "Removing 30% of the time does not make the step 1.3 times faster: the step takes "
-                          "70% of its old time, so the speed-up is 1 / 0.7.",
+                          "Removing a share p of the time does not make the step 1 + p times faster: the step "
+                          "takes 1 - p of its old time, so the speed-up is 1 / (1 - p).",
                           answer=lambda idle_pct: 1 + idle_pct / 100),
             Misconception("time-saved-not-speedup",
                           "That is the share of the time saved. The question asks for the speed-up: old time / "
@@ -264,6 +276,7 @@ register(
                 "weight, {dtype}) memory-bound at about 1 FLOP/byte. The server runs {batch} sequences per step. "
                 "On the {hw}, is the same GEMM at that batch memory- or compute-bound?"),
         params={"d_model": 4096, "batch": 512, "hw": "h100", "dtype": "bf16"},
+        variants={"batch": (64, 128, 256, 512, 1024), "hw": ("h100", "a100", "mi300x", "b200", "l40s")},
         choices=("memory", "compute"),
         key=lambda d_model, batch, hw, dtype:
             roofline.analyze(formulas.gemm(batch, d_model, d_model, dtype), hw, dtype).bound,
@@ -274,7 +287,8 @@ register(
             Misconception("profiled-at-batch-1",
                           "That was true at batch 1. The weight GEMM's intensity grows with the batch; profile "
                           "at the batch you deploy, or the profile sends you after the wrong bottleneck.",
-                          answer=lambda **_: "memory"),
+                          answer=lambda d_model, batch, hw, dtype: None if _batch_bound(d_model, batch, hw, dtype)
+                          == "memory" else "memory"),
         ),
         points=2,
     ),

@@ -111,6 +111,8 @@ def _other(choice, key_fn):
 
 _GPUS = ("h100", "a100", "mi300x", "l4")
 _PREFILL = {"batch": 1, "seq": 4096, **_MODEL, "hw": "h100", "dtype": "bf16"}
+# a class variant of the prefill layer: another workload or another accelerator (the shape stays Llama-2-7B's)
+_PREFILL_VARIANTS = {"batch": (1, 2, 4), "seq": (1024, 2048, 8192), "hw": ("h100", "a100", "mi300x", "l40s")}
 
 register(
     Question(
@@ -120,6 +122,7 @@ register(
         prompt=("Prefill of " + _SHAPE + ": batch {batch}, {seq} tokens, on {hw} in {dtype}. "
                 "Is the op `{op}` memory-bound or compute-bound?"),
         params={**_PREFILL, "op": "attn"},
+        variants={"seq": (256, 512, 1024, 2048, 16384), "hw": ("h100", "a100", "mi300x", "l4", "b200")},
         key=lambda op, batch, seq, d_model, n_heads, d_ff, hw, dtype:
             roofline.analyze(_ops(batch, seq, d_model, n_heads, d_ff, dtype=dtype)[op], hw, dtype).bound,
         choices=("memory", "compute"),
@@ -132,7 +135,9 @@ register(
                           "That was true of attention as three kernels, with the s x s scores written to HBM and read "
                           "back. Fused, it reads Q, K, V and writes O once (bytes grow like s) while its FLOPs grow "
                           "like s^2: in prefill its intensity grows with the sequence length.",
-                          answer=lambda op, **p: "memory" if op == "attn" else None),
+                          answer=lambda op, batch, seq, d_model, n_heads, d_ff, hw, dtype:
+                              "memory" if op == "attn" and roofline.analyze(_ops(batch, seq, d_model, n_heads, d_ff,
+                                  dtype=dtype)[op], hw, dtype).bound == "compute" else None),
         ),
     ),
     Question(
@@ -142,6 +147,7 @@ register(
         prompt=("Predict the time of one prefill layer (" + _SHAPE + ", batch {batch}, {seq} tokens) on {hw} in "
                 "{dtype}: the sum over its kernels of each kernel's roofline lower bound max(T_math, T_mem)."),
         params=dict(_PREFILL),
+        variants=_PREFILL_VARIANTS,
         key=lambda **p: _layer_time(**p),
         unit="s",
         rtol=0.02,
@@ -169,6 +175,7 @@ register(
         prompt=("In that prefill layer (" + _SHAPE + ", batch {batch}, {seq} tokens, {hw}, {dtype}), what fraction "
                 "of the predicted layer time (sum of lower bounds) is spent in memory-bound ops?"),
         params=dict(_PREFILL),
+        variants=_PREFILL_VARIANTS,
         key=lambda **p: _memory_share(**p),
         unit="dimensionless",
         rtol=0.02,
@@ -197,6 +204,7 @@ register(
                 "embedding or output layer) runs every kernel exactly at its roofline bound on {hw} in {dtype}. "
                 "What MFU does that imply, counting model FLOPs as 6ND's forward share, 2N per token?"),
         params={**_PREFILL, "n_layers": 32},
+        variants=_PREFILL_VARIANTS,
         key=lambda **p: _forward_mfu(**p),
         unit="dimensionless",
         rtol=0.02,
@@ -221,6 +229,7 @@ register(
                 "{dtype}): attention as three kernels, separate residual-add and RMSNorm kernels, a separate SwiGLU "
                 "kernel. Which single fusion saves the most time per layer?"),
         params=dict(_PREFILL),
+        variants={"batch": (1, 4), "seq": (128, 512, 1024, 2048, 8192), "hw": ("h100", "a100", "mi300x", "b200")},
         key=_fuse_first,
         choices=("flash-attention", "residual-rmsnorm", "swiglu-epilogue"),
         hints=("A fusion saves the time of the HBM round trips it removes; the GEMMs stay compute-bound either way.",
@@ -246,6 +255,7 @@ register(
                 "FP8 (1-byte operands, the FP8 peak) and keep everything else, attention included, in BF16. By what "
                 "factor does the predicted layer time (sum of lower bounds) shrink?"),
         params={k: v for k, v in _PREFILL.items() if k != "dtype"},
+        variants={"batch": (1, 4), "seq": (1024, 2048, 8192), "hw": ("h100", "mi300x", "b200")},
         key=lambda **p: _fp8_speedup(**p),
         unit="dimensionless",
         rtol=0.02,
@@ -291,6 +301,7 @@ register(
                 "GEMMs' operands in FP8 and run them at the FP8 peak; attention (and its KV cache) and the small ops "
                 "stay BF16. By what factor does the predicted decode layer time shrink?"),
         params={"batch": 1, "context": 4096, **_MODEL, "hw": "h100"},
+        variants={"batch": (1, 8, 16, 32), "context": (1024, 2048, 8192, 16384)},
         key=lambda batch, context, **p: _fp8_speedup(batch, 1, kv_seq=context, **p),
         unit="dimensionless",
         rtol=0.02,
@@ -315,6 +326,7 @@ register(
         prompt=("Seed exercise: a 7B model with d_model = {d_model} decodes on {hw} in {dtype}. At what batch B does "
                 "the decode step's (B x d) @ (d x d) weight GEMM first become compute-bound?"),
         params={"d_model": 4096, "hw": "h100", "dtype": "bf16"},
+        variants={"hw": ("a100", "h100-pcie", "h200", "mi300x", "b200", "l40s", "l4")},
         key=lambda d_model, hw, dtype: roofline.decode_batch_to_compute_bound(d_model, hw, dtype),
         unit="dimensionless",
         rtol=0.005,
@@ -343,6 +355,7 @@ register(
                 "context on {hw} in {dtype}. If every kernel runs at its roofline bound, how many tokens per second "
                 "does the whole batch produce? (Leave out the embedding and output layers.)"),
         params={"batch": 128, "context": 1024, **_MODEL, "n_layers": 32, "hw": "h100", "dtype": "bf16"},
+        variants={"batch": (16, 64, 256), "context": (2048, 8192), "hw": ("h100", "a100", "mi300x", "b200")},
         key=lambda **p: _decode_throughput(**p),
         unit="1/s",
         rtol=0.02,
