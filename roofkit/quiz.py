@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
 
-__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "use_variant", "current", "close_enough", "params_digest", "NOT_ANSWERED"]
+__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "answer_key", "use_variant", "current", "close_enough", "params_digest", "NOT_ANSWERED"]
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 NOT_ANSWERED = "not answered yet"
@@ -173,6 +173,11 @@ def get(question_id: str | Question) -> Question:
     if question_id not in _BANK:
         raise UnknownQuestion(question_id, _BANK)
     return _BANK[question_id]
+
+
+def answer_key(question_id: str | Question, **params):
+    """The key of a question, asked with its lesson's numbers or with ``params`` (a variant's)."""
+    return get(question_id).with_params(**params).answer_key()
 
 
 def questions(lesson: str | None = None) -> list[Question]:

@@ -11,13 +11,11 @@ roofline bands) and scaling-book's GPU chapter, quiz 1 question 7 (c = a + b ove
 import pytest
 
 from roofkit import formulas, fusion, hardware, quiz, roofline
+from roofkit.quiz import answer_key as key
 
 H100 = hardware.get("h100")
 
 
-def key(question_id, **params):
-    question = quiz.get(question_id)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def test_ridges_match_seed_000_and_seed_003():

@@ -14,12 +14,10 @@ import math
 import pytest
 
 from roofkit import formulas, hardware, quiz, roofline
+from roofkit.quiz import answer_key as key
 from roofkit.course.lesson_04 import peak_from_parts
 
 
-def key(question_id, **params):
-    question = quiz.get(question_id)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def test_t4_balance_point_seed_004_vs_datasheet():

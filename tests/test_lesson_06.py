@@ -11,12 +11,10 @@ import pytest
 
 import roofkit
 from roofkit import precision, quiz, training
+from roofkit.quiz import answer_key as key
 from roofkit.course import lesson_06
 
 
-def key(question_id, **params):
-    question = quiz.get(question_id)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def test_lesson_has_its_questions():

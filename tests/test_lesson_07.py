@@ -3,13 +3,11 @@
 import pytest
 
 from roofkit import formulas, hardware, quiz, training
+from roofkit.quiz import answer_key as key
 
 H100_BF16 = hardware.get("h100").peak("bf16")
 
 
-def key(question_id, **params):
-    question = quiz.get(question_id)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def wrong(question_id, answer):

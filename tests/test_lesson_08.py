@@ -4,13 +4,11 @@ import pytest
 import sympy
 
 from roofkit import formulas, hardware, quiz, training
+from roofkit.quiz import answer_key as key
 
 H100 = hardware.get("h100")
 
 
-def key(question_id, **params):
-    question = quiz.get(question_id)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def wrong(question_id, answer):

@@ -6,14 +6,12 @@ import pytest
 
 import roofkit
 from roofkit import formulas, fusion, quiz, roofline
+from roofkit.quiz import answer_key as key
 
 LLAMA2_7B = dict(d_model=4096, n_heads=32, d_ff=11008, gated=True)
 GEMMS = ("qkv", "out", "mlp.up", "mlp.gate", "mlp.down")
 
 
-def key(qid, **params):
-    question = quiz.get(qid)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def verdict(qid, answer):

@@ -12,13 +12,11 @@ compute-bound one gains nothing, the FLOPs being the same).
 import pytest
 
 from roofkit import hardware, quiz
+from roofkit.quiz import answer_key as key
 
 H100 = hardware.get("h100")
 
 
-def key(question_id, **params):
-    question = quiz.get(question_id)
-    return (question.with_params(**params) if params else question).answer_key()
 
 
 def judge(question_id, answer, **params):
