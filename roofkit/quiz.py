@@ -188,15 +188,25 @@ def questions(lesson: str | None = None) -> list[Question]:
 # --- checking ------------------------------------------------------------------------
 
 
-def judge(question: Question, answer) -> Verdict:
-    """The verdict on ``answer``, without printing anything."""
+def judge(question: Question, answer, where: str = "python") -> Verdict:
+    """The verdict on ``answer``, without printing anything.
+
+    ``where`` says how the learner asks for a hint in the feedback:
+    ``hint('id')`` from Python, ``roofkit quiz hint id`` from a terminal.
+    """
     if answer is None or answer is Ellipsis or (isinstance(answer, str) and not answer.strip()):
         return Verdict(question.id, None, "write your answer in place of ... and run the cell again")
     checker = {"numeric": _numeric, "symbolic": _symbolic, "choice": _choice, "code": _code}[question.kind]
     try:
-        return checker(question, answer)
+        verdict = checker(question, answer)
     except RoofkitError as error:
         return Verdict(question.id, False, str(error), answer=answer)
+    if where == "cli":
+        from dataclasses import replace
+
+        verdict = replace(verdict, feedback=verdict.feedback.replace(
+            f"`hint('{question.id}')`", f"`roofkit quiz hint {question.id}`"))
+    return verdict
 
 
 def check(question_id: str | Question, answer=None, **params) -> Verdict:
@@ -224,6 +234,15 @@ def _source(function) -> str | None:
         return textwrap.dedent(inspect.getsource(function))
     except (OSError, TypeError):
         return None
+
+
+def hint_text(question: Question, n: int) -> str:
+    """Hint number ``n`` (from 1) of a question, without counting it as shown."""
+    if not question.hints:
+        return f"[{question.id}] no hints for this one: reread the prompt and the section above it."
+    if not 1 <= n <= len(question.hints):
+        raise InvalidValue(f"{question.id} has hints 1 to {len(question.hints)}; got {n}.")
+    return question.hints[n - 1]
 
 
 def hint(question_id: str) -> str:

@@ -123,3 +123,39 @@ def test_console_script_runs_as_a_process():
     assert json.loads(result.stdout)["peak_flops"]["bf16"] == hardware.get("a100").peak("bf16")
     bad = subprocess.run([sys.executable, "-m", "roofkit.cli", "hw", "show", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("argv", [["--json", "hw", "show", "h100"], ["hw", "--json", "show", "h100"],
+                                  ["hw", "show", "--json", "h100"], ["hw", "show", "h100", "--json"]])
+def test_json_is_accepted_anywhere_on_the_line(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert json.loads(out)["bandwidth_bytes_per_s"] == hardware.get("h100").bandwidth
+
+
+def test_without_json_the_answer_is_text(capsys):
+    code, out, _ = run(capsys, "hw", "show", "h100")
+    assert code == 0 and out.startswith("name")
+
+
+def test_quiz_check_exit_status_says_right_or_wrong(capsys):
+    from roofkit import quiz
+
+    key = quiz.answer_key("l03.ridge-bf16")
+    assert run(capsys, "quiz", "check", "l03.ridge-bf16", f"{key:.4g}")[0] == 0
+    code, out, _ = run(capsys, "quiz", "check", "l03.ridge-bf16", f"{key / 2:.4g}")
+    assert code == 1 and "roofkit quiz hint l03.ridge-bf16" in out and "hint('" not in out
+    assert run(capsys, "quiz", "check", "l03.ridge-bf16", "not a number")[0] == 2
+
+
+def test_quiz_hint_gives_each_hint_and_refuses_one_that_does_not_exist(capsys):
+    from roofkit import quiz
+
+    question = quiz.get("l03.ridge-bf16")
+    for n, text in enumerate(question.hints, start=1):
+        code, out, _ = run(capsys, "quiz", "hint", question.id, str(n))
+        assert code == 0 and text in out
+    code, _, err = run(capsys, "quiz", "hint", question.id, str(len(question.hints) + 1))
+    assert code == 2 and f"hints 1 to {len(question.hints)}" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "quiz", "hint", question.id, "0")
+    assert code == 2 and "at least 1" in err

@@ -1,0 +1,85 @@
+"""roofkit assign | roofkit grade: a release with per-student numbers, then a gradebook."""
+
+from __future__ import annotations
+
+from ._common import emit, number
+
+
+def _points(specs: list[str] | None) -> dict[str, float]:
+    """--points ID=P (repeatable) -> {ID: P}."""
+    from ..errors import InvalidValue
+
+    out = {}
+    for spec in specs or []:
+        qid, _, value = spec.partition("=")
+        try:
+            out[qid.strip()] = float(value)
+        except ValueError:
+            raise InvalidValue(f"--points expects ID=POINTS such as l00.fma-flops=2; got {spec!r}.") from None
+    return out
+
+
+def cmd_assign(args) -> None:
+    from ..grading import assign
+
+    summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
+                          roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root)
+    lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
+    lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
+              + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
+              for q in summary["questions"]]
+    if summary["students"]:
+        lines.append(f"{len(summary['students'])} student notebooks in {summary['out']}/students/ID/{summary['name']}.ipynb"
+                     f" (secret: {summary['secret_file']}; keep it, the grader needs it)")
+    else:
+        lines.append(f"hand out {summary['notebooks']['']}")
+    lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades"
+                 + (f" --secret-file {summary['secret_file']}" if summary["secret_file"] else ""))
+    emit(args, summary, lines)
+
+
+def cmd_grade(args) -> None:
+    from ..grading import execute, grade
+
+    given = {"notebook_s": args.timeout, "cell_s": args.cell_timeout}
+    limits = execute.Limits(**{k: v for k, v in given.items() if v is not None})
+    summary = grade.main(args.submissions, out=args.out, release=args.assignment, secret_file=args.secret_file,
+                         workers=args.workers, limits=limits, regrade=args.regrade,
+                         progress=not getattr(args, "json", False))
+    lines = []
+    for row in summary["students"]:
+        status = "" if row["status"] == "graded" else f"  [{row['status']}]"
+        flags = f"  ({len(row['flags'])} flag{'s' * (len(row['flags']) > 1)})" if row["flags"] else ""
+        lines.append(f"{row['student']:<16} {row['score']:g} / {row['max_score']:g}  ({row['percent']:g}%){status}{flags}")
+        if not summary["assignment"] or len(row["lessons"]) > 1:
+            lines += [f"  lesson {k}: {v['score']:g} / {v['max_score']:g}" for k, v in sorted(row["lessons"].items())]
+    lines.append(f"graded {summary['graded']}, already graded {summary['skipped']}; "
+                 f"gradebook {summary['gradebook']}, feedback pages in {summary['feedback']}/")
+    emit(args, summary, lines)
+
+
+def register(sub, common) -> None:
+    assign = sub.add_parser("assign", help="lessons -> a release: one notebook per student, with their own numbers",
+                            parents=[common])
+    assign.add_argument("lesson", nargs="*", help="lessons to hand out (e.g. 00 01, or 03-roofline)")
+    assign.add_argument("--questions", nargs="+", metavar="ID", help="an exercise set: these questions ('l01.ex-*')")
+    assign.add_argument("--name", help="the assignment's name (default: from the lessons)")
+    assign.add_argument("--out", default="release", help="folder for the release (default: release)")
+    assign.add_argument("--roster", help="CSV of student ids (column 'id'): one notebook per student, each with a variant")
+    assign.add_argument("--secret-file", help="the course secret (created if missing; needed again to grade)")
+    assign.add_argument("--points", action="append", metavar="ID=P", help="points of a question (repeatable)")
+    assign.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
+    assign.set_defaults(func=cmd_assign)
+
+    grade = sub.add_parser("grade", help="run and grade submissions: gradebook, results and feedback pages",
+                           parents=[common])
+    grade.add_argument("submissions", nargs="+", help="notebooks, or folders of them (one per student)")
+    grade.add_argument("--out", required=True, help="folder for gradebook.csv, results.json, feedback/ and results/")
+    grade.add_argument("--assignment", help="the release folder made by `roofkit assign` (without it: grade a "
+                       "notebook of the course with the lessons' own numbers)")
+    grade.add_argument("--secret-file", help="the course secret the release was made with")
+    grade.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of cores)")
+    grade.add_argument("--timeout", type=number("timeout"), help="seconds per notebook (default 300)")
+    grade.add_argument("--cell-timeout", type=number("cell-timeout"), help="seconds per cell (default 60)")
+    grade.add_argument("--regrade", action="store_true", help="grade again even what is already graded")
+    grade.set_defaults(func=cmd_grade)

@@ -1,0 +1,49 @@
+"""roofkit hw list | hw show NAME: the accelerator catalog."""
+
+from __future__ import annotations
+
+from ._common import Parser, emit, human, table
+
+
+def cmd_list(args) -> None:
+    from .. import hardware
+
+    accs = hardware.catalog()
+    data = {"accelerators": [{"name": a.key, "full_name": a.name, "aliases": list(a.aliases)} for a in accs]}
+    lines = table([(a.key, f"{a.name}  (aliases: {', '.join(a.aliases) or '-'})") for a in accs])
+    emit(args, data, lines)
+
+
+def cmd_show(args) -> None:
+    from .. import hardware
+
+    acc = hardware.get(args.name)
+    data = acc.to_dict()
+    data["name"] = acc.name
+    rows = [("name", f"{acc.name} ({acc.key})"), ("bandwidth", human(acc.bandwidth, "B/s"))]
+    if acc.memory_bytes:
+        rows.append(("memory", human(acc.memory_bytes, "B")))
+    if acc.l2_bytes:
+        rows.append(("L2 / last-level cache", human(acc.l2_bytes, "B")))
+    if acc.compute_units:
+        rows.append((f"{acc.compute_unit_name}s", str(acc.compute_units)))
+    for precision, peak in acc.peak_flops.items():
+        rows.append((f"peak {precision} (dense)", f"{human(peak, 'FLOP/s')}   ridge {acc.ridge(precision):.1f} FLOP/byte"))
+    lines = table(rows) + ["", "sources:"]
+    by_source: dict[str, list[str]] = {}
+    for figure, source in acc.sources.items():
+        if figure != "*":
+            by_source.setdefault(source, []).append(figure)
+    lines += [f"  {', '.join(figures)}: {source}" for source, figures in by_source.items()]
+    lines += ["notes:"] * bool(acc.notes) + [f"  - {note}" for note in acc.notes]
+    emit(args, data, lines)
+
+
+def register(sub, common) -> None:
+    hw = sub.add_parser("hw", help="the accelerator catalog", parents=[common])
+    hw_sub = hw.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=Parser)
+    hw_sub.required = True
+    hw_sub.add_parser("list", help="every accelerator and its aliases", parents=[common]).set_defaults(func=cmd_list)
+    show = hw_sub.add_parser("show", help="one accelerator's figures, ridge points and sources", parents=[common])
+    show.add_argument("name", help="accelerator name or alias, e.g. h100, 'H100 SXM5', mi300x")
+    show.set_defaults(func=cmd_show)

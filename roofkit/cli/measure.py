@@ -1,0 +1,30 @@
+"""roofkit measure: this machine's roofline, real kernels on it, and how well the roofline predicted them."""
+
+from __future__ import annotations
+
+from ._common import emit
+
+
+def cmd_measure(args) -> None:
+    from pathlib import Path
+
+    from .. import measure
+    from ..errors import InvalidValue
+
+    if args.save and not Path(args.save).resolve().parent.is_dir():  # fail before a minute of measuring
+        raise InvalidValue(f"--save: the folder of {args.save!r} does not exist.")
+    profile = measure.run(quick=args.quick, threads=args.threads, progress=not getattr(args, "json", False))
+    lines = [profile.report()]
+    if args.save:
+        profile.save(args.save)
+        lines.append(f"saved to {args.save}; in Python: roofkit.measure.load_profile({args.save!r})")
+    emit(args, profile.to_dict(), lines)
+
+
+def register(sub, common) -> None:
+    measure = sub.add_parser("measure", help="measure this machine's roofline, kernels and prediction errors",
+                             parents=[common])
+    measure.add_argument("--quick", action="store_true", help="fewer sizes and runs: seconds instead of a minute")
+    measure.add_argument("--save", metavar="PATH", help="write the profile as JSON (load it with measure.load_profile)")
+    measure.add_argument("--threads", type=int, help="CPU threads to use (default: all available)")
+    measure.set_defaults(func=cmd_measure)

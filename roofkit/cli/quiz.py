@@ -1,0 +1,61 @@
+"""roofkit quiz list | check | hint: the course's self-checking questions from a terminal.
+
+``quiz check`` exits 0 when the answer is right, 1 when it is wrong (or not
+answered), and 2 when the answer cannot be read at all.
+"""
+
+from __future__ import annotations
+
+from ._common import Parser, count, emit, table
+
+EXIT_WRONG = 1
+
+
+def cmd_list(args) -> None:
+    from .. import quiz
+
+    items = [q.to_dict() for q in quiz.questions(args.lesson)]
+    emit(args, {"questions": items},
+         table([(q["id"], f"lesson {q['lesson']}, {q['kind']}, {q['points']:g} pt") for q in items]) or ["no questions"])
+
+
+def cmd_check(args) -> None:
+    from .. import quiz
+    from ..errors import InvalidValue
+
+    question = quiz.get(args.id)
+    if question.kind == "code":
+        raise InvalidValue(f"{args.id} is a code question: check it from Python, check({args.id!r}, your_function).")
+    verdict = quiz.judge(question, args.answer, where="cli")
+    emit(args, verdict.to_dict(), [str(verdict)])
+    if verdict.correct is not True:
+        raise SystemExit(EXIT_WRONG)
+
+
+def cmd_hint(args) -> None:
+    from .. import quiz
+
+    question = quiz.get(args.id)
+    text = quiz.hint_text(question, args.n)
+    emit(args, {"id": question.id, "hint": args.n, "hints": len(question.hints), "text": text},
+         [f"[{question.id}] hint {args.n}/{len(question.hints)}: {text}" if question.hints else text])
+
+
+def register(sub, common) -> None:
+    quiz = sub.add_parser("quiz", help="the course's self-checking questions", parents=[common])
+    quiz_sub = quiz.add_subparsers(dest="quiz_command", metavar="{list,check,hint}", parser_class=Parser)
+    quiz_sub.required = True
+    qlist = quiz_sub.add_parser("list", help="every question: id, lesson, kind, points", parents=[common])
+    qlist.add_argument("--lesson", help="only this lesson's questions, e.g. 03")
+    qlist.set_defaults(func=cmd_list)
+    qcheck = quiz_sub.add_parser(
+        "check", help="check an answer, e.g. quiz check l02.gemm-4096 1365 (exit 0 right, 1 wrong, 2 unreadable)",
+        parents=[common])
+    qcheck.add_argument("id", help="question id (see quiz list)")
+    qcheck.add_argument("answer", help="your answer: a number, a number with a unit ('296 FLOP/byte'), an expression or a choice")
+    qcheck.set_defaults(func=cmd_check)
+    qhint = quiz_sub.add_parser("hint", help="a question's hints, one at a time: quiz hint l03.ridge-bf16 2",
+                                parents=[common])
+    qhint.add_argument("id", help="question id (see quiz list)")
+    qhint.add_argument("n", nargs="?", type=count("hint number"), default=1, help="which hint (default 1)")
+    qhint.set_defaults(func=cmd_hint)
