@@ -5,8 +5,10 @@ over the question's parameters, so the same question can be asked with other
 numbers (a class variant) and the key follows. Four kinds:
 
 * numeric   a number, or a string with a unit ("3.35 TB/s", "296 FLOP/byte"),
-            converted with pint and compared within a relative tolerance;
-* symbolic  a sympy expression such as ``2*n/(3*b)``, checked for equivalence;
+            read by :mod:`roofkit.answers` and compared within a relative
+            tolerance (``rtol=0``: one exact whole number);
+* symbolic  a formula such as ``2*n/(3*b)``, read by :mod:`roofkit.answers`
+            (never by ``sympify``) and checked for equivalence;
 * choice    one of a few words ("memory" or "compute");
 * code      a function, run on cases and compared with the key function.
 
@@ -43,15 +45,17 @@ class Misconception:
     """A wrong answer people give, and what to tell them.
 
     The wrong value is a computation too: ``answer(**params)``, or the key times
-    ``scale`` (forgot the factor 2: scale=0.5), or, with ``unit=True``, an answer
-    in a unit of another dimension (FLOP/s where FLOPs were asked).
+    ``scale`` (forgot the factor 2: scale=0.5). A misconception about units
+    names no value: ``unit=True`` is the per-second slip (a rate given where an
+    amount is asked, or the other way round), and ``unit="FLOP/s"`` an answer in
+    that unit's dimension.
     """
 
     name: str
     feedback: str
     answer: Callable[..., Any] | None = None
     scale: float | None = None
-    unit: bool = False
+    unit: bool | str = False
 
     def value(self, question: "Question"):
         if self.answer is not None:
@@ -70,7 +74,7 @@ class Question:
     key: Callable[..., Any]  # params -> the right answer, computed through roofkit
     params: Mapping[str, Any] = field(default_factory=dict)
     unit: str | None = None  # numeric: the unit the key is in, e.g. "FLOP/byte", "byte/s", "hour"
-    rtol: float = 0.02
+    rtol: float = 0.02  # 0: only the exact key (a whole number such as 'the smallest n', or 65504)
     choices: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()  # symbolic: names the learner may use
     cases: tuple[tuple, ...] = ()  # code: argument tuples the function is checked on
@@ -103,6 +107,11 @@ class Question:
         """The right answer for these parameters (for a code question: the reference function)."""
         return self.key if self.kind == "code" else self.key(**self.params)
 
+    @property
+    def whole(self) -> bool:
+        """A numeric question whose answer is one exact whole number (rtol 0 and an integer key)."""
+        return self.kind == "numeric" and self.rtol == 0 and float(self.answer_key()).is_integer()
+
     def to_dict(self) -> dict:
         return {"id": self.id, "lesson": self.lesson, "kind": self.kind, "points": self.points}
 
@@ -114,6 +123,7 @@ class Verdict:
     feedback: str
     misconception: str | None = None
     answer: Any = None
+    unreadable: bool = False  # the answer could not be read at all (not a number, an unknown unit)
 
     def __str__(self) -> str:
         mark = {True: "✓ correct", False: "✗ not yet", None: "… " + NOT_ANSWERED}[self.correct]
@@ -126,7 +136,7 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return {"id": self.question, "correct": self.correct, "feedback": self.feedback,
-                "misconception": self.misconception}
+                "misconception": self.misconception, "unreadable": self.unreadable}
 
     def __repr__(self) -> str:
         return f"Verdict({self.question!r}, correct={self.correct})"
@@ -169,6 +179,13 @@ def _load_bank() -> None:
 def get(question_id: str | Question) -> Question:
     if isinstance(question_id, Question):
         return question_id
+    import sys
+
+    release = sys.modules.get("roofkit.grading.release")  # loaded by a release's setup cell, if any
+    if release is not None and release.prompt_only(question_id) is not None:
+        return release.prompt_only(question_id)  # its prompt, without a key (see roofkit.grading.release)
+    if release is not None and release.graded():  # a graded kernel holds no bank: the keys stay with the grader
+        raise UnknownQuestion(question_id, release.ids())
     _load_bank()
     if question_id not in _BANK:
         raise UnknownQuestion(question_id, _BANK)
@@ -200,7 +217,7 @@ def judge(question: Question, answer, where: str = "python") -> Verdict:
     try:
         verdict = checker(question, answer)
     except RoofkitError as error:
-        return Verdict(question.id, False, str(error), answer=answer)
+        return Verdict(question.id, False, str(error), answer=_jsonable(answer), unreadable=True)
     if where == "cli":
         from dataclasses import replace
 
@@ -218,7 +235,8 @@ def check(question_id: str | Question, answer=None, **params) -> Verdict:
     question = current(question_id)
     if params:
         question = question.with_params(**params)
-    verdict = judge(question, answer)
+    # a released question without its key here: check the answer's form, record it for the grader
+    verdict = judge(question, answer) if isinstance(question, Question) else question.recorded(answer)
     record = verdict.record(question.params)
     if callable(answer):  # the grader re-runs a function from its source, in a clean process
         record["source"] = _source(answer)
@@ -268,64 +286,146 @@ def _misconception(question: Question, matches: Callable[[Any], bool]) -> Miscon
     return None
 
 
+def _hint_call(question: Question) -> str:
+    return f"try `hint('{question.id}')`"
+
+
+def _unit_slip(question: Question, error: UnitMismatch) -> Misconception | None:
+    """The unit misconception that matches this mismatch: the per-second slip, or a named unit's dimension."""
+    from .answers import unit
+
+    wanted = unit(question.unit or "dimensionless")
+    for wrong in question.misconceptions:
+        if wrong.unit is True and getattr(error, "dims", None) in ((0, 0, 1), (0, 0, -1)):
+            return wrong
+        if isinstance(wrong, Misconception) and isinstance(wrong.unit, str):
+            slip = unit(wrong.unit)
+            if tuple(a - b for a, b in zip(slip.dims, wanted.dims)) == getattr(error, "dims", None):
+                return wrong
+    return None
+
+
+def _rounded_too_much(reading, key: float) -> int | None:
+    """The significant figures the learner kept, when their answer is the key rounded to them."""
+    if reading.digits is None or key == 0 or reading.digits >= 6:
+        return None
+    exponent = math.floor(math.log10(abs(key))) - reading.digits + 1
+    return reading.digits if math.isclose(round(key, -exponent), reading.value, rel_tol=1e-9) else None
+
+
+def _figures_needed(rtol: float) -> int:
+    """Significant figures that always land within ``rtol`` of the key (half a unit in the last place)."""
+    return max(2, math.ceil(math.log10(0.5 / rtol)) + 1) if rtol > 0 else 6
+
+
 def _numeric(question: Question, answer) -> Verdict:
-    from .units import quantity
+    from .answers import read
 
     key = float(question.answer_key())
+    unit_text = question.unit or "dimensionless"
     try:
-        value = quantity(answer, question.unit or "dimensionless", "your answer") if isinstance(answer, str) \
-            else float(answer)
+        reading = read(answer, unit_text)
     except UnitMismatch as error:
-        wrong = next((m for m in question.misconceptions if m.unit), None)
-        return Verdict(question.id, False, f"{error} {wrong.feedback if wrong else ''}".strip(),
-                       wrong.name if wrong else "unit", answer)
-    except RoofkitError:
-        raise
-    except (TypeError, ValueError):
-        raise InvalidValue(f"a number is expected for {question.id}; got {answer!r}.") from None
-    if close_enough(value, key, question.rtol):
-        return Verdict(question.id, True, "", answer=answer)
-    wrong = _misconception(question, lambda v: isinstance(v, (int, float)) and close_enough(value, float(v), question.rtol))
+        wrong = _unit_slip(question, error)
+        feedback = f"{error} {wrong.feedback}" if wrong else str(error)
+        return Verdict(question.id, False, feedback, wrong.name if wrong else "unit", _jsonable(answer))
+    value, shown = reading.value, _jsonable(answer)
+    if close_enough(value, key, max(question.rtol, 1e-12)):  # an exact key survives a unit conversion
+        return Verdict(question.id, True, "", answer=shown)
+    # a misconception's value is matched loosely even where the key must be exact: 6104 is 'not a power of two'
+    loose = question.rtol if question.rtol > 0 else 0.005
+    wrong = _misconception(question, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and close_enough(value, float(v), loose))
     if wrong:
-        return Verdict(question.id, False, wrong.feedback, wrong.name, answer)
+        return Verdict(question.id, False, wrong.feedback, wrong.name, shown)
+    return Verdict(question.id, False, _numeric_feedback(question, reading, key), answer=shown)
+
+
+def _numeric_feedback(question: Question, reading, key: float) -> str:
+    """Why a number is wrong, without giving the key away: the slip if it is a known kind, else the direction."""
+    value, hint = reading.value, _hint_call(question)
     direction = "too large" if value > key else "too small"
+    if reading.bits and close_enough(value * 8, key, question.rtol):
+        return "b is a bit; a byte is B (8 bits). Write the unit as B or byte."
+    if question.unit == "percent" and close_enough(value * 100, key, question.rtol):
+        return "That looks like a fraction: the question asks for a percentage (x 100, or write it with %)."
+    if question.unit in (None, "dimensionless") and close_enough(value / 100, key, question.rtol) and not reading.unit_given:
+        return "That looks like a percentage: the question asks for a fraction (0.25 for 25%, or write it with %)."
+    if question.whole:
+        if not math.isclose(value, round(value), rel_tol=1e-12):
+            return f"The answer is a whole number: round {value:g} as the question says, then check again."
+        if math.isclose(abs(value - key), 1, rel_tol=1e-9):
+            side = "one too few" if value < key else "one too many"
+            return (f"{side.capitalize()}: the answer is the exact whole number the question asks for; "
+                    f"check which way you rounded. {hint[0].upper() + hint[1:]}.")
+        return f"{direction.capitalize()}: this question wants one exact whole number. {hint[0].upper() + hint[1:]}."
+    figures = _rounded_too_much(reading, key)
+    if figures is not None:
+        return (f"Close, but rounded too much: {figures} significant figure{'s' * (figures > 1)} is not enough here. "
+                f"Keep at least {_figures_needed(question.rtol)}.")
     ratio = value / key if key else math.inf
-    scale = f" by about {ratio:.3g}x" if ratio > 1 else f" by about {1 / ratio:.3g}x" if ratio > 0 else ""
-    return Verdict(question.id, False, f"{direction}{scale}; try `hint('{question.id}')`", answer=answer)
+    if 0 < ratio < 1.25 and ratio > 0.8:
+        return (f"Close, but {direction} by more than the {question.rtol:.1%} this question allows: "
+                f"recheck the inputs and the arithmetic. {hint[0].upper() + hint[1:]}.")
+    if ratio > 0:
+        size = f" by about {ratio:.3g}x" if ratio > 1 else f" by about {1 / ratio:.3g}x"
+    else:
+        size = " (the sign is wrong)" if value < 0 < key else ""
+    return f"{direction}{size}; {hint}"
+
+
+def _same_formula(a, b) -> bool:
+    """Whether two formulas are equal: numerically at random positive points first (fast), then exactly."""
+    import random
+
+    import sympy
+
+    difference = a - b
+    symbols = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
+    rng = random.Random(20261130)
+    for _ in range(3):
+        point = {s: sympy.Rational(rng.randint(101, 997), rng.randint(7, 97)) for s in symbols}
+        try:
+            value = complex(difference.subs(point).evalf(30))
+        except (TypeError, ValueError, OverflowError):
+            return False
+        scale = max(1.0, abs(complex(a.subs(point).evalf(30))))
+        if not abs(value) <= 1e-12 * scale:
+            return False
+    return sympy.simplify(difference) == 0 if len(str(difference)) < 400 else True
 
 
 def _symbolic(question: Question, answer) -> Verdict:
     import sympy
 
+    from .answers import expression
+
+    expr = expression(answer, question.symbols)
     names = {s: sympy.Symbol(s, positive=True) for s in question.symbols}
-    try:
-        expr = sympy.sympify(answer, locals=names) if isinstance(answer, str) else sympy.sympify(answer)
-    except (sympy.SympifyError, SyntaxError, TypeError):
-        raise InvalidValue(f"cannot read {answer!r} as an expression in {', '.join(question.symbols)}.") from None
     # symbols created elsewhere without assumptions are matched by name
     expr = expr.subs({s: names[s.name] for s in expr.free_symbols if s.name in names})
-    key = question.answer_key()
-    if sympy.simplify(expr - key) == 0:
-        return Verdict(question.id, True, "", answer=str(answer))
-    wrong = _misconception(question, lambda v: sympy.simplify(expr - v) == 0)
+    shown = str(answer)
+    if _same_formula(expr, question.answer_key()):
+        return Verdict(question.id, True, "", answer=shown)
+    wrong = _misconception(question, lambda v: _same_formula(expr, sympy.sympify(v)))
     if wrong:
-        return Verdict(question.id, False, wrong.feedback, wrong.name, str(answer))
+        return Verdict(question.id, False, wrong.feedback, wrong.name, shown)
     unknown = {s.name for s in expr.free_symbols} - set(question.symbols)
     extra = f" (it uses {', '.join(sorted(unknown))}; the question's symbols are {', '.join(question.symbols)})" if unknown else ""
-    return Verdict(question.id, False, f"not equivalent to the expected expression{extra}", answer=str(answer))
+    return Verdict(question.id, False, f"not equivalent to the expected expression{extra}; {_hint_call(question)}",
+                   answer=shown)
 
 
 def _choice(question: Question, answer) -> Verdict:
-    given = str(answer).strip().lower().removesuffix("-bound").removesuffix(" bound")
-    choices = {c.lower(): c for c in question.choices}
-    if given not in choices:
-        raise InvalidValue(f"{answer!r} is not one of the choices: {', '.join(question.choices)}.")
+    from .answers import choice
+
+    given = choice(answer, question.choices)
     key = str(question.answer_key()).lower()
-    if given == key:
-        return Verdict(question.id, True, "", answer=choices[given])
-    wrong = _misconception(question, lambda v: str(v).lower() == given)
-    return Verdict(question.id, False, wrong.feedback if wrong else "not this one; try `hint('" + question.id + "')`",
-                   wrong.name if wrong else None, choices[given])
+    if given.lower() == key:
+        return Verdict(question.id, True, "", answer=given)
+    wrong = _misconception(question, lambda v: str(v).lower() == given.lower())
+    return Verdict(question.id, False, wrong.feedback if wrong else f"not this one; {_hint_call(question)}",
+                   wrong.name if wrong else None, given)
 
 
 def _code(question: Question, answer, cases: tuple[tuple, ...] | None = None) -> Verdict:
@@ -408,6 +508,9 @@ def ask(question_id: str, **params):
     display(Markdown(f"**Question `{question.id}`** · {question.points:g} pt  \n{question.text()}{choices}{unit}"))
     if question.kind == "code":
         display(Markdown(f"*Write the function, then run `check({question.id!r}, your_function)`.*"))
+        return None
+    if not isinstance(question, Question):  # released without its key: check() records the answer for the grader
+        display(Markdown(f"*Answer with `check({question.id!r}, answer)`: it is recorded and graded.*"))
         return None
     import ipywidgets as w
 

@@ -143,7 +143,7 @@ def test_seed_003_exercise_4_decode_batch_is_345_not_about_300():
 
 def test_seed_003_pitfall_batch_64_is_not_compute_bound():
     assert formulas.gemm(64, 4096, 4096).intensity < roofkit.hw("h100").ridge("bf16") / 4
-    assert verdict("l11.decode-batch", 64).misconception == "seed-batch-64"
+    assert verdict("l11.decode-batch", 64).misconception == "claim-batch-64"
 
 
 def test_decode_throughput_saturates_with_batch():

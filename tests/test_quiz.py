@@ -17,7 +17,7 @@ GEMM = Question(
     misconceptions=(
         Misconception("forgot-fma-2", "An FMA is 2 FLOPs.", scale=0.5),
         Misconception("bits-not-bytes", "Bytes, not bits.", scale=1 / 8),
-        Misconception("flop-rate", "A rate is not an intensity.", unit=True),
+        Misconception("flop-rate", "A rate is not an intensity.", unit="FLOP/s"),
     ),
 )
 BOUND = Question(id="test.bound", lesson="99", kind="choice", prompt="GEMV: memory or compute?", params={},
@@ -88,7 +88,7 @@ def test_symbolic_equivalence():
     n, b = sympy.symbols("n b")
     assert quiz.judge(SQUARE, 2 * n / (3 * b)).correct  # symbols without assumptions match by name
     assert quiz.judge(SQUARE, "n/b").misconception == "no-output"
-    assert "the question's symbols are n, b" in quiz.judge(SQUARE, "2*m/(3*b)").feedback
+    assert "'m' is not one of the question's symbols (n, b)" in quiz.judge(SQUARE, "2*m/(3*b)").feedback
 
 
 def test_code_questions_run_cases():

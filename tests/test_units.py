@@ -83,12 +83,12 @@ def test_parsers_raise_only_roofkit_errors(value):
             pass
 
 
-def test_quantity_refuses_text_pint_would_evaluate_for_ever():
+def test_quantity_refuses_text_that_would_evaluate_for_ever():
     import time
 
     start = time.perf_counter()
-    for hostile in ("10**10**10 byte/s", "2^2^2^2^2 B/s", "__import__('os') B/s", "9" * 150):
-        with pytest.raises(InvalidValue, match="cannot read"):
+    for hostile in ("10**10**10 byte/s", "2^2^2^2^2 B/s", "__import__('os') B/s", "9" * 250):
+        with pytest.raises(InvalidValue, match="cannot read|no number|characters long"):
             units.quantity(hostile, "byte/s")
     assert time.perf_counter() - start < 1
     assert units.quantity("2**40 byte/s", "byte/s") == 2**40

@@ -52,7 +52,7 @@ register(
             Misconception("tb-vs-tib", "Datasheets use decimal units: 1 TB = 10^12 bytes, while 1 TiB = 2^40 bytes "
                           "(about 10% more). Write TB/s or GB/s.", scale=2**40 / 1e12),
             Misconception("bits-vs-bytes", "That looks like bits per second; bandwidth is quoted in bytes.", scale=8),
-            Misconception("flop-rate", "That is a compute rate; bandwidth moves bytes.", unit=True),
+            Misconception("flop-rate", "That is a compute rate; bandwidth moves bytes.", unit="FLOP/s"),
         ),
     ),
     Question(

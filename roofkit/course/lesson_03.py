@@ -65,7 +65,7 @@ register(
                                             "tensor cores' BF16 peak, roughly fifteen times higher.",
                           answer=lambda hw, dtype: _ridge(hw, "fp32")),
             Misconception("unit", "The ridge is an intensity: FLOP/s divided by byte/s leaves FLOP/byte.",
-                          unit=True),
+                          unit="FLOP/s"),
         ),
     ),
     Question(
@@ -116,7 +116,8 @@ register(
                                           "one multiply and one add per term.",
                           answer=lambda hw, dtype, n: (lambda p: (p.t_math_s / 2 + p.t_mem_s) * 1e6)(
                               _placed(formulas.gemm(n, n, n, dtype), hw, dtype))),
-            Misconception("unit", "The question asks for a time, in µs.", unit=True),
+            Misconception("flops-for-time", "That is an amount of work; the question asks for a time, in µs: "
+                                            "divide the work by the rate.", unit="FLOP"),
         ),
     ),
     Question(
@@ -167,7 +168,7 @@ register(
         id="l03.ex-batch1-bound",
         lesson="03",
         kind="choice",
-        prompt="Seed 003, exercise 1: with the {hw}'s {dtype} peak and bandwidth, is a GEMM through a {d}x{d} "
+        prompt="With the {hw}'s {dtype} peak and bandwidth, is a GEMM through a {d}x{d} "
                "weight at batch {batch} (X[{batch}, {d}] @ W[{d}, {d}]) memory- or compute-bound?",
         params={**_H100, "dtype": "bf16", "d": 4096, "batch": 1},
         choices=("memory", "compute"),

@@ -69,7 +69,7 @@ register(
         variants={"E": (4, 5, 6, 8), "M": (2, 3, 7, 10)},
         key=lambda E, M: _layout(E, M, "ieee").max,
         unit="dimensionless",
-        rtol=0.001,
+        rtol=0,  # one exact whole number
         hints=(
             "The exponent bias is 2^(E-1) - 1, and the largest exponent field a finite number may use is "
             "one below all ones.",
@@ -122,7 +122,7 @@ register(
         variants={"addend": (0.003, 0.005, 0.01, 0.02, 0.05, 0.1)},
         key=lambda addend, count: running_sum(addend, count, "bfloat16"),
         unit="dimensionless",
-        rtol=0.01,
+        rtol=0,  # one exact whole number
         hints=(
             "As the sum grows, so does the gap between neighbouring BF16 values. Once half that gap is larger "
             "than the addend, each addition rounds back to the same sum.",
@@ -178,7 +178,7 @@ register(
         params={"E": 4, "M": 3},
         key=lambda E, M: _layout(E, M, "fn").max,
         unit="dimensionless",
-        rtol=0.001,
+        rtol=0,  # one exact whole number
         points=2,
         hints=(
             "Here the top exponent field 1111 is usable: what unbiased exponent does it stand for?",

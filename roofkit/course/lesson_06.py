@@ -99,7 +99,7 @@ register(
         variants={"gradient": (1e-9, 3e-9, 1e-8, 3e-8, 1e-7, 5e-7)},
         key=lambda gradient, fmt: smallest_power_of_two_scale(gradient, fmt),
         unit="dimensionless",
-        rtol=0.001,
+        rtol=0,  # one exact whole number
         hints=(
             "The normal range starts at min_normal = 2^(1 - bias); look it up with precision.get(fmt).min_normal.",
             "You need S x gradient >= min_normal, with S a power of two: round the ratio up to the next one.",

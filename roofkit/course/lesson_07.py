@@ -16,7 +16,7 @@ def _peak(hw, dtype):
 
 
 def _mfu_per_gpu(params, tokens_per_s_per_gpu, hw, dtype):
-    """MFU from one GPU's throughput (seed 000's quiz)."""
+    """MFU from one GPU's throughput (the 70B-model quiz of lesson 07)."""
     return training.mfu_from_throughput(params, tokens_per_s_per_gpu, _peak(hw, dtype))
 
 

@@ -155,6 +155,7 @@ register(
         variants={"tokens": ("8T", "15T"), "mfu": (0.3, 0.35, 0.45), "days": (30, 45, 60, 90)},
         key=_gpus,
         unit="dimensionless",
+        rtol=0,  # one exact whole number
         hints=(
             "GPU-hours = 6ND / (MFU x dense FP8 peak x 3600).",
             "Divide the GPU-hours by the hours in the deadline, and round up to whole GPUs.",

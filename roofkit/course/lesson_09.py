@@ -162,7 +162,7 @@ register(
         id="l09.ex-decoder-launch-time",
         lesson="09",
         kind="numeric",
-        prompt=("Seed 003, exercise 3, in time: a {layers}-layer model runs each layer as the kernels of "
+        prompt=("Launch time: a {layers}-layer model runs each layer as the kernels of "
                 "fusion.DECODER_LAYER_KERNELS; fused, as those of fusion.FUSED_DECODER_LAYER_KERNELS. At "
                 "{overhead_us:g} µs of launch overhead per kernel, how much time per forward pass do the launches "
                 "that fusion removes cost?"),
@@ -191,7 +191,7 @@ register(
         id="l09.ex-mlp-saved-bytes",
         lesson="09",
         kind="numeric",
-        prompt=("Seed 003, exercise 5: RMSNorm -> Linear (d -> f) -> SiLU -> Linear (f -> d) on {tokens} tokens, "
+        prompt=("RMSNorm -> Linear (d -> f) -> SiLU -> Linear (f -> d) on {tokens} tokens, "
                 "d = {d_model}, f = {d_ff}, in {dtype}. Under the ideal traffic model, how many HBM bytes does one "
                 "fused kernel save compared with four separate kernels?"),
         params={"tokens": 4096, "d_model": 4096, "d_ff": 11008, "dtype": "bf16"},

@@ -138,7 +138,7 @@ register(
         id="l10.amdahl-step-saving",
         lesson="10",
         kind="numeric",
-        prompt=("Seed 004's example: a step takes {total_ms} ms, of which one part takes {part_ms} ms. You make "
+        prompt=("A step takes {total_ms} ms, of which one part takes {part_ms} ms. You make "
                 "that part {speedup} times faster. How much time does the whole step save?"),
         params={"total_ms": 100, "part_ms": 10, "speedup": 2},
         variants={"part_ms": (15, 20, 25, 40), "speedup": (2, 3, 4, 5)},

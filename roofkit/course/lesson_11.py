@@ -323,13 +323,13 @@ register(
         id="l11.decode-batch",
         lesson="11",
         kind="numeric",
-        prompt=("Seed exercise: a 7B model with d_model = {d_model} decodes on {hw} in {dtype}. At what batch B does "
+        prompt=("A 7B model with d_model = {d_model} decodes on {hw} in {dtype}. At what batch B does "
                 "the decode step's (B x d) @ (d x d) weight GEMM first become compute-bound?"),
         params={"d_model": 4096, "hw": "h100", "dtype": "bf16"},
         variants={"hw": ("a100", "h100-pcie", "h200", "mi300x", "b200", "l40s", "l4")},
         key=lambda d_model, hw, dtype: roofline.decode_batch_to_compute_bound(d_model, hw, dtype),
         unit="dimensionless",
-        rtol=0.005,
+        rtol=0,  # one exact whole number
         hints=("Write the GEMM's intensity as a function of B with formulas.gemm(B, d, d, dtype) and set it equal "
                "to the ridge.",
                "The shortcut 'intensity = batch' drops the activations' bytes (B x d read, B x d written). Keep them.",
@@ -340,7 +340,7 @@ register(
                           "activations (2 B d elements) are no longer small next to the weights (d^2), so the true "
                           "intensity is below B, and a larger batch is needed.",
                           answer=lambda d_model, hw, dtype: hardware.get(hw).ridge(dtype)),
-            Misconception("seed-batch-64",
+            Misconception("claim-batch-64",
                           "A widely read source says decode turns compute-bound at batch 64. At 64 this GEMM's "
                           "intensity is about 62 FLOP/byte in BF16: a fraction of the ridge.",
                           answer=lambda **p: 64),
@@ -351,7 +351,7 @@ register(
         id="l11.decode-throughput",
         lesson="11",
         kind="numeric",
-        prompt=("Seed exercise: " + _SHAPE + ", {n_layers} layers, decodes at batch {batch} with a {context}-token "
+        prompt=("Decode throughput: " + _SHAPE + ", {n_layers} layers, decodes at batch {batch} with a {context}-token "
                 "context on {hw} in {dtype}. If every kernel runs at its roofline bound, how many tokens per second "
                 "does the whole batch produce? (Leave out the embedding and output layers.)"),
         params={"batch": 128, "context": 1024, **_MODEL, "n_layers": 32, "hw": "h100", "dtype": "bf16"},

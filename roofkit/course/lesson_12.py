@@ -59,7 +59,7 @@ register(
         params={"llc_mib": 32, "factor": 4},
         key=_array_elements,
         unit="dimensionless",
-        rtol=0.01,
+        rtol=0,  # one exact whole number
         hints=("First the size in bytes: the cache times the factor. A MiB is 2**20 bytes.",
                "Then elements: a float64 takes 8 bytes."),
         misconceptions=(
