@@ -42,8 +42,13 @@ ifeq ($(shell id -u),0)
 LAB_ARGS += --allow-root
 endif
 
+# The course's JupyterLab settings (jupyterlab-settings/overrides.json: no "Jupyter news" prompt) and the
+# notebook it opens on. tests/browser/conftest.py starts JupyterLab with the same LAB_FLAGS.
+LAB_FLAGS := --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. "--LabApp.app_settings_dir=$(CURDIR)/jupyterlab-settings" \
+             --LabApp.default_url=/lab/tree/notebooks/00-start-here.ipynb
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. $(LAB_ARGS)
+	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
 # The suite: unit and lesson tests; every solution notebook re-run with its
 # outputs compared (nbval); every student notebook run top to bottom (nbval-lax);

@@ -157,6 +157,9 @@ class BuildReport:
 
 
 def lesson_paths(root: Path, only: list[str] | None) -> list[Path]:
+    if not (Path(root) / LESSONS_DIR).is_dir():
+        raise InvalidValue(f"{Path(root).resolve()} is not a course folder (it has no {LESSONS_DIR}/ folder): "
+                           f"cd to the course folder, or pass --root PATH.")
     paths = sorted((root / LESSONS_DIR).glob("[0-9][0-9]-*.md"))
     if only:
         wanted = {o.removesuffix(".md") for o in only}

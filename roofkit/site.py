@@ -8,9 +8,16 @@ the lessons in order:
     _site/solutions/NN-slug.html     the lesson, worked and executed
     _site/notebooks/NN-slug.html     the student version (questions unanswered)
     _site/download/...               the .ipynb files themselves
+    _site/glossary.html              docs/glossary.md, the terms the lessons use
+    _site/mathjax/...                MathJax, so formulas render with no network
 
 Interactive widgets cannot run in a static page; their outputs are rendered as
 the text each widget leaves behind (the question's prompt stays visible above).
+
+The pages load nothing from outside the site: nbconvert's template would fetch
+MathJax, require.js and mermaid from a CDN, so the template here drops
+require.js and mermaid (no page uses them) and points MathJax at a copy of the
+files that the pinned ``jupyter-server-mathjax`` package ships (MathJax 2.7).
 """
 
 from __future__ import annotations
@@ -61,13 +68,80 @@ def _static(nb):
     return nb
 
 
-def _render(nb, title: str) -> str:
+MATHJAX_DIR = "mathjax"
+# MathJax 2's combined TeX input + HTML/MathML output; the package ships only the STIX-Web fonts.
+_MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
+
+# nbconvert's lab template, with every script that would leave the site replaced or removed.
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block html_head_js_mathjax -%}
+<script type="text/x-mathjax-config">
+MathJax.Hub.Config({
+  tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+            processEscapes: true, processEnvironments: true},
+  "HTML-CSS": {availableFonts: [], imageFont: null, preferredFont: null, webFont: "STIX-Web",
+               linebreaks: {automatic: true}},
+  SVG: {font: "STIX-Web"},
+  displayAlign: "center",
+  messageStyle: "none",
+  menuSettings: {zoom: "None"},
+});
+</script>
+<script src="{{ resources.mathjax_url }}"></script>
+{%- endblock html_head_js_mathjax -%}
+"""
+
+
+def mathjax_source() -> Path:
+    """The folder of MathJax's files inside the installed ``jupyter-server-mathjax`` package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("jupyter_server_mathjax")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "static" if spec else None
+    if folder is None or not (folder / "MathJax.js").exists():
+        raise InvalidValue("MathJax is missing: the site needs the package jupyter-server-mathjax "
+                           "(pip install -e . installs it).")
+    return folder
+
+
+def _copy_mathjax(out: Path) -> None:
+    # every language but English is left out: the pages are in English and MathJax loads none of them
+    ignore = shutil.ignore_patterns("*.md", "*.json")
+
+    def skip(folder, names):
+        extra = [n for n in names if Path(folder).name == "localization" and n != "en"]
+        return set(ignore(folder, names)) | set(extra)
+
+    shutil.copytree(mathjax_source(), out / MATHJAX_DIR, ignore=skip)
+
+
+def _render(nb, title: str, up: str = "../") -> str:
+    """The notebook as one HTML page; ``up`` leads from the page back to the site's root."""
+    import jinja2
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab")
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({"roofkit.html.j2": _TEMPLATE})],
+                            template_file="roofkit.html.j2",
+                            mathjax_url=f"{up}{MATHJAX_DIR}/MathJax.js?config={_MATHJAX_CONFIG}")
     body, _ = exporter.from_notebook_node(_static(nb), resources={"metadata": {"name": title}})
-    back = '<p style="margin:1rem 2rem"><a href="../index.html">← all lessons</a></p>'
+    back = f'<p style="margin:1rem 2rem"><a href="{up}index.html">← all lessons</a> · <a href="{up}glossary.html">glossary</a></p>'
+    body = re.sub(r'href="(?:\.\./)?docs/glossary\.md(#[^"]*)?"', lambda m: f'href="{up}glossary.html{m.group(1) or ""}"', body)
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + back, body, count=1)
+
+
+def _glossary(root: Path, out: Path) -> Path | None:
+    """docs/glossary.md as a page of the site, typeset like the lessons."""
+    import nbformat
+
+    source = root / "docs" / "glossary.md"
+    if not source.exists():
+        return None
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source.read_text(encoding="utf-8"))])
+    page = out / "glossary.html"
+    page.write_text(_render(nb, "Glossary", up=""), encoding="utf-8")
+    return page
 
 
 def build_site(root: str | Path = ".", out: str | Path = "_site", progress: bool = True) -> list[Path]:
@@ -104,14 +178,18 @@ def build_site(root: str | Path = ".", out: str | Path = "_site", progress: bool
             pages.append(page)
             links[folder] = (page.relative_to(out).as_posix(), download.relative_to(out).as_posix())
         rows.append((title, links))
+    _copy_mathjax(out)
+    glossary = _glossary(root, out)
+    if glossary is not None:
+        pages.append(glossary)
     index = out / "index.html"
-    index.write_text(_index(rows), encoding="utf-8")
+    index.write_text(_index(rows, glossary is not None), encoding="utf-8")
     (out / "lessons.json").write_text(json.dumps(
         [{"title": t, "page": l["solutions"][0]} for t, l in rows if "solutions" in l], indent=1), encoding="utf-8")
     return [index, *pages]
 
 
-def _index(rows) -> str:
+def _index(rows, glossary: bool = False) -> str:
     items = []
     for title, links in rows:
         page, notebook = links["solutions"]
@@ -132,6 +210,7 @@ cost a training run and decide what to fuse. Every number below was computed by 
 when this page was built.</p>
 <p>Each lesson is shown worked and executed. To answer the questions yourself, run the course:
 <code>make lab</code>.</p>
+{'<p>New to a word? The <a class="glossary" href="glossary.html">glossary</a> defines every term the lessons use.</p>' if glossary else ''}
 <ol class="lessons">
 {chr(10).join(items)}
 </ol>

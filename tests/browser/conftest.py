@@ -2,7 +2,9 @@
 
 The server runs headless on 127.0.0.1 with a token, over a temporary copy of
 the course (so running notebooks in the browser never touches the repository),
-and is stopped whatever happens. Screenshots go to artifacts/browser/.
+with the Makefile's own LAB_FLAGS (the course's JupyterLab settings, the first
+notebook as the landing page), and is stopped whatever happens. Screenshots go
+to artifacts/browser/.
 
 Without Chromium or Playwright these tests skip with a one-line reason, except
 in CI (CI=true), where a missing browser is a failure.
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -50,6 +54,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "browser" in str(item.fspath):
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def make_lab_flags() -> list[str]:
+    """The flags `make lab` gives JupyterLab (LAB_FLAGS in the Makefile), with $(CURDIR) resolved."""
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(r"^LAB_FLAGS\s*:=\s*((?:.*\\\n)*.*)$", makefile, re.M)
+    return shlex.split(match.group(1).replace("\\\n", " ").replace("$(CURDIR)", str(ROOT)))
 
 
 def _free_port() -> int:
@@ -115,10 +126,8 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     for folder in ("notebooks", "solutions"):
         shutil.copytree(ROOT / folder, root / folder)
+    # a learner's own settings start empty: the "no news" answer must come from the course (make lab's flags)
     settings = tmp_path_factory.mktemp("lab-settings")
-    quiet = settings / "@jupyterlab" / "apputils-extension"
-    quiet.mkdir(parents=True)
-    (quiet / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     notebook = settings / "@jupyterlab" / "notebook-extension"
     notebook.mkdir(parents=True)
     # render every cell, so the test can see all outputs (JupyterLab 4 virtualises long notebooks)
@@ -127,9 +136,10 @@ def lab(tmp_path_factory):
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path_factory.mktemp("workspaces"))}
     log = open(tmp_path_factory.mktemp("log") / "lab.log", "w")
-    # the same server `make lab` starts, made headless
+    # the same server `make lab` starts, made headless, over the copy of the course
+    flags = [f for f in make_lab_flags() if not f.startswith("--ServerApp.root_dir=")]
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", *flags, f"--ServerApp.port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
          *(["--allow-root"] if os.geteuid() == 0 else [])],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -182,6 +192,16 @@ def page(browser):
     page.set_default_timeout(60_000)
     yield page
     context.close()
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Path:
+    """The static site, built once for every test that reads it (as `make site` builds it)."""
+    from roofkit.site import build_site
+
+    out = tmp_path_factory.mktemp("site") / "_site"
+    build_site(ROOT, out, progress=False)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -6,19 +6,12 @@ import json
 
 import pytest
 
-from roofkit.site import build_site
-
 expect = pytest.importorskip("playwright.sync_api").expect
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    out = tmp_path_factory.mktemp("site")
-    build_site(root, out, progress=False)
-    return out
+def site(built_site):
+    return built_site
 
 
 def test_index_lists_every_lesson_in_order(site, page, shots):
