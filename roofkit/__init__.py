@@ -8,6 +8,11 @@ The modules, one concept each:
     precision  number formats and real rounding       roofkit.precision.get("bfloat16")
     training   C = 6ND, MFU/HFU, GPU-hours, cost      roofkit.training.estimate(70e9, 15e12, ...)
     fusion     HBM traffic of op chains; Amdahl       roofkit.fusion.amdahl(0.1, 2)
+    models     the sourced catalog of model shapes     roofkit.models.get("llama-3-8b").params
+    layertime  a decoder layer's time, calibrated      roofkit.layertime.predict("llama-3-8b", 1, 1, 8192, "h200")
+    links      interconnects, per direction, sourced  roofkit.links.get("nvlink4").bandwidth
+    comms      collectives with the alpha-beta model  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
+    parallel   DP/ZeRO/TP/PP: step time, MFU, memory  roofkit.parallel.plan("llama-3-70b", "h100", ...)
 
 Submodules load on first use, so ``import roofkit`` stays fast: sympy and
 matplotlib are imported only by the functions that need them.
@@ -29,18 +34,26 @@ from .errors import (
 
 __version__ = "0.1.0"
 
-_MODULES = {"hardware", "formulas", "roofline", "precision", "training", "fusion",
+_MODULES = {"hardware", "models", "links", "comms", "parallel",
+            "formulas", "roofline", "layertime", "precision", "training", "fusion",
             "dtypes", "units", "errors", "measure", "quiz", "course", "grading", "cli"}
 
 __all__ = [
     "RoofkitError", "InvalidValue", "UnitMismatch", "UnknownName", "UnknownHardware",
-    "UnknownPrecision", "UnsupportedPrecision", "hw", *sorted(_MODULES - {"cli"}),
+    "UnknownPrecision", "UnsupportedPrecision", "hw", "model", *sorted(_MODULES - {"cli"}),
 ]
 
 
 def hw(name: str):
     """The catalog's accelerator called ``name``: ``roofkit.hw("H100").peak("bf16")``."""
     from .hardware import get
+
+    return get(name)
+
+
+def model(name: str):
+    """The catalog's model called ``name``: ``roofkit.model("llama-3-8b").params``."""
+    from .models import get
 
     return get(name)
 

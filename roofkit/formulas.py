@@ -8,7 +8,7 @@ Counting conventions:
 * Bytes are HBM traffic under the ideal traffic model: each kernel, as it is
   launched, reads every operand from HBM once and writes every output once.
   Caches, re-reads between tiles and launch overhead are ignored (the
-  "idealized traffic model" of the course's seed 004; Williams, Waterman &
+  "idealized traffic model"; Williams, Waterman &
   Patterson, "Roofline", CACM 52(4), 2009). Two kernels that pass a tensor
   between them pay for it twice: written by one, read by the next.
 
@@ -46,8 +46,8 @@ from .units import is_symbolic, nonnegative, positive
 __all__ = [
     "Cost", "gemm", "gemv", "batched_matmul", "gemm_padded", "elementwise", "reduction",
     "rmsnorm", "layernorm", "softmax", "attention_naive_kernels", "attention_naive",
-    "attention_fused", "mlp_ops", "mlp", "transformer_layer_ops", "transformer_layer",
-    "symbolic", "SYMBOLS", "RMSNORM_FLOPS_PER_ELEMENT", "LAYERNORM_FLOPS_PER_ELEMENT",
+    "attention_fused", "attention_pairs", "mlp_ops", "mlp", "transformer_layer_ops", "transformer_layer",
+    "transformer_layer_params", "symbolic", "SYMBOLS", "RMSNORM_FLOPS_PER_ELEMENT", "LAYERNORM_FLOPS_PER_ELEMENT",
     "SOFTMAX_FLOPS_PER_ELEMENT", "GELU_FLOPS_PER_ELEMENT", "SILU_FLOPS_PER_ELEMENT",
 ]
 
@@ -57,7 +57,7 @@ __all__ = [
 RMSNORM_FLOPS_PER_ELEMENT = 4    # square, accumulate, scale by rsqrt(mean), scale by weight
 LAYERNORM_FLOPS_PER_ELEMENT = 7  # accumulate mean, subtract, square, accumulate, scale, *gamma, +beta
 SOFTMAX_FLOPS_PER_ELEMENT = 5    # max, subtract, exp, sum, divide
-GELU_FLOPS_PER_ELEMENT = 8       # the tanh approximation, as in seed 000's GELU quiz
+GELU_FLOPS_PER_ELEMENT = 8       # the tanh approximation (lesson 02's GELU question)
 SILU_FLOPS_PER_ELEMENT = 4       # x / (1 + exp(-x)): negate, exp, add, divide
 
 
@@ -144,7 +144,7 @@ def gemm(m, n, k, bytes_per_element=2) -> Cost:
         FLOPs = 2MNK                 (MNK multiply-adds, 2 FLOPs each)
         bytes = (MK + KN + MN) b     (read A and B once, write C once)
 
-    Square (M = N = K = n): I = 2n/(3b), n/3 in FP16 (seed 004).
+    Square (M = N = K = n): I = 2n/(3b), n/3 in FP16.
     """
     M, N, K, b = _size(m, "m"), _size(n, "n"), _size(k, "k"), _bytes(bytes_per_element)
     return Cost(2 * M * N * K, (M * K + K * N + M * N) * b)
@@ -169,7 +169,7 @@ def gemm_padded(m, n, k, tile=128):
         2 M'N'K',   M' = t * ceil(M / t)  (and so for N', K')
 
     A 130 x 130 x 130 product on 128-tiles runs 2 * 256^3 = 33,554,432 FLOPs for
-    4,394,000 useful ones: MFU = HFU x 0.131 (seed 004). Returns FLOPs only.
+    4,394,000 useful ones: MFU = HFU x 0.131. Returns FLOPs only.
     """
     t = _size(tile, "tile")
     M, N, K = (_ceil(_size(v, name) / t) * t for v, name in ((m, "m"), (n, "n"), (k, "k")))
@@ -240,14 +240,38 @@ def softmax(rows, cols, bytes_per_element=2) -> Cost:
 # --- attention -------------------------------------------------------------------
 
 
-def _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq):
+def _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq, kv_heads=None):
     B, H = _size(batch, "batch"), _size(heads, "heads")
     s, d_h, b = _size(seq, "seq"), _size(head_dim, "head_dim"), _bytes(bytes_per_element)
     s_kv = s if kv_seq is None else _size(kv_seq, "kv_seq")
-    return B, H, s, d_h, b, s_kv
+    KV = H if kv_heads is None else _size(kv_heads, "kv_heads")
+    if not any(map(is_symbolic, (H, KV))) and np.any(np.mod(H, KV) != 0):
+        raise InvalidValue(f"heads must be a multiple of kv_heads (each group of heads / kv_heads query heads "
+                           f"shares one K and V head); got heads={H!r}, kv_heads={KV!r}.")
+    return B, H, s, d_h, b, s_kv, KV
 
 
-def attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None) -> dict[str, Cost]:
+def attention_pairs(seq, kv_seq=None, causal=False):
+    """The (query, key) pairs whose score is computed, per batch element and head.
+
+        s s_kv                      every query sees every key
+        s s_kv - s (s - 1) / 2      causal: the s queries are the last s of the s_kv positions,
+                                    query i sees keys 0 .. s_kv - s + i (s (s + 1) / 2 when s = s_kv)
+
+    One decode step (s = 1) sees the whole cache either way.
+    """
+    s = _size(seq, "seq")
+    s_kv = s if kv_seq is None else _size(kv_seq, "kv_seq")
+    if not _flag(causal, "causal"):
+        return s * s_kv
+    if not is_symbolic(s) and not is_symbolic(s_kv) and np.any(np.asarray(s) > np.asarray(s_kv)):
+        raise InvalidValue(f"a causal attention needs seq <= kv_seq (the queries are the last seq of the "
+                           f"kv_seq positions); got seq={s!r}, kv_seq={s_kv!r}.")
+    return s * s_kv - s * (s - 1) / 2
+
+
+def attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None,
+                            kv_heads=None) -> dict[str, Cost]:
     """Attention as three kernels, the scores S and probabilities P going through HBM.
 
     Per batch element and head, with s queries, s_kv keys (default s) and head
@@ -257,34 +281,50 @@ def attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element=2, kv
         'softmax'  P = softmax(S)                           reads S; writes P
         'pv'       O = P V        [s, s_kv] @ [s_kv, d_h]   reads P, V; writes O
 
-    The 1/sqrt(d_h) scale and any causal mask are ignored (every score is computed).
+    With ``kv_heads`` = H_kv < H (grouped-query attention; 1 is multi-query), the
+    H query heads share H_kv K and V heads: K and V are read B H_kv s_kv d_h
+    elements each, not B H s_kv d_h. The FLOPs do not change. The 1/sqrt(d_h)
+    scale and any causal mask are ignored (every score is computed, then masked).
     """
-    B, H, s, d_h, b, s_kv = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq)
+    B, H, s, d_h, b, s_kv, KV = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq, kv_heads)
+    shared = B * KV * s_kv * d_h * b  # K (for qk) or V (for pv): read once per KV head
+    per_head = lambda m, n, k: Cost(batched_matmul(B * H, m, n, k, b).flops, B * H * m * n * b)  # noqa: E731
     return {
-        "qk": batched_matmul(B * H, s, s_kv, d_h, b),
+        "qk": per_head(s, s_kv, d_h) + Cost(0, B * H * s * d_h * b + shared),       # + read Q and K
         "softmax": softmax(B * H * s, s_kv, b),
-        "pv": batched_matmul(B * H, s, d_h, s_kv, b),
+        "pv": per_head(s, d_h, s_kv) + Cost(0, B * H * s * s_kv * b + shared),      # + read P and V
     }
 
 
-def attention_naive(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None) -> Cost:
+def attention_naive(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None, kv_heads=None) -> Cost:
     """The sum of :func:`attention_naive_kernels`: about 4 B H s s_kv d_h FLOPs, O(s s_kv) bytes."""
-    return _total(attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element, kv_seq))
+    return _total(attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element, kv_seq, kv_heads))
 
 
-def attention_fused(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None) -> Cost:
+def attention_fused(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None, kv_heads=None,
+                    causal=False) -> Cost:
     """FlashAttention-style: one kernel, the s x s_kv scores stay on chip (Dao et al., arXiv:2205.14135).
 
-        FLOPs = those of the naive kernels (same math)
-        bytes = B H (2 s + 2 s_kv) d_h b    (read Q, K, V once, write O once)
+        FLOPs = B H p (4 d_h + 5)           p = attention_pairs(s, s_kv, causal): the naive
+                                            kernels' math (2 d_h + 5 + 2 d_h per score)
+        bytes = B (2 H s + 2 H_kv s_kv) d_h b    (read Q and K and V once, write O once)
 
-    For s = s_kv and one head, I ~ s/b: it grows with the sequence. Seed 000's practice
-    problem 1 (s = d_h = 8192, BF16): 4 s d_h b = 5.37e8 bytes and I = 4.1e3, far above
-    the ridge (the seed's 1.1e8 bytes and I ~ 2e4 are an arithmetic slip).
+    ``kv_heads`` = H_kv (default H): grouped-query attention reads H_kv d_h
+    elements of K and of V per cached token, not H d_h. ``causal=True`` counts
+    only the scores under the causal mask, which a FlashAttention kernel skips
+    (about half of them for a prefill).
+
+    For s = s_kv and one head, I ~ s/b: it grows with the sequence. Lesson 09's practice
+    problem (s = d_h = 8192, BF16): 4 s d_h b = 5.37e8 bytes and I = 4.1e3, far above
+    the ridge (a widely copied 1.1e8 bytes and I ~ 2e4 are an arithmetic slip).
     """
-    B, H, s, d_h, b, s_kv = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq)
-    naive = attention_naive(B, H, s, d_h, b, s_kv)
-    return Cost(naive.flops, B * H * (2 * s + 2 * s_kv) * d_h * b)
+    B, H, s, d_h, b, s_kv, KV = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq, kv_heads)
+    if _flag(causal, "causal"):
+        pairs = attention_pairs(s, s_kv, True)
+        flops = B * H * pairs * (4 * d_h + SOFTMAX_FLOPS_PER_ELEMENT)
+    else:
+        flops = attention_naive(B, H, s, d_h, b, s_kv).flops
+    return Cost(flops, B * (2 * H * s + 2 * KV * s_kv) * d_h * b)
 
 
 # --- MLP and transformer layer -----------------------------------------------------
@@ -316,37 +356,64 @@ def mlp(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> Cost:
     return _total(mlp_ops(tokens, d_model, d_ff, bytes_per_element, gated))
 
 
+def _head_sizes(d, H, kv_heads, head_dim):
+    """(d_h, query width H d_h, K or V width H_kv d_h) of a layer; d_h = d / H unless given."""
+    if head_dim is None:
+        if not is_symbolic(d) and not is_symbolic(H) and np.any(np.mod(d, H) != 0):
+            raise InvalidValue(f"d_model must be a multiple of n_heads (each head gets d_model / n_heads "
+                               f"dimensions), or give head_dim; got d_model={d!r}, n_heads={H!r}.")
+        d_h, q_width = d / H, d
+    else:
+        d_h = _size(head_dim, "head_dim")
+        q_width = H * d_h
+    if kv_heads is None:
+        return d_h, q_width, q_width
+    KV = _size(kv_heads, "kv_heads")
+    if not is_symbolic(H) and not is_symbolic(KV) and np.any(np.mod(H, KV) != 0):
+        raise InvalidValue(f"n_heads must be a multiple of kv_heads (each group of n_heads / kv_heads query "
+                           f"heads shares one K and V head); got n_heads={H!r}, kv_heads={KV!r}.")
+    return d_h, q_width, KV * d_h
+
+
 def transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
-                          fused_attention=True, kv_seq=None) -> dict[str, Cost]:
+                          fused_attention=True, kv_seq=None, kv_heads=None, head_dim=None,
+                          causal=False) -> dict[str, Cost]:
     """Every kernel of one pre-norm decoder layer on T = B s tokens, in order:
 
         'norm1'      rmsnorm(T, d)
-        'qkv'        gemm(T, 3d, d)             the Q, K and V projections in one GEMM
-        'attn'       attention_fused(B, H, s, d/H), or, unfused, the three kernels
-                     'attn.qk', 'attn.softmax', 'attn.pv' of attention_naive_kernels
-        'out'        gemm(T, d, d)              the output projection
+        'qkv'        gemm(T, d + 2 H_kv d_h, d)    the Q, K and V projections in one GEMM
+                                                   (3d wide without GQA: H_kv = H, d_h = d / H)
+        'attn'       attention_fused(B, H, s, d_h, kv_heads=H_kv), or, unfused, the three
+                     kernels 'attn.qk', 'attn.softmax', 'attn.pv' of attention_naive_kernels
+        'out'        gemm(T, d, d)                 the output projection
         'residual1'  x + attn: elementwise(T d, 1 FLOP, 2 reads, 1 write)
         'norm2'      rmsnorm(T, d)
         'mlp.up', ('mlp.gate',) 'mlp.act', 'mlp.down'     mlp_ops(T, d, d_ff)
         'residual2'  x + mlp
 
-    The weight GEMMs hold 4 d^2 + 2 d d_ff parameters (3 d d_ff gated), and cost
-    2 FLOPs per parameter per token. For decode, pass seq=1 and kv_seq=context.
+    ``kv_heads`` (default ``n_heads``): grouped-query attention (Llama 3, Mistral)
+    or multi-query (1). ``head_dim`` (default d / H): the size of a head, for
+    models whose H d_h is not d; then Q is H d_h wide, and so is the input of
+    the output projection. ``causal``: the fused attention counts only the scores
+    under the mask (:func:`attention_pairs`); a prefill is causal.
+
+    The weight GEMMs hold the matrix parameters of :func:`transformer_layer_params`
+    (4 d^2 + 2 d d_ff without GQA, 3 d d_ff gated) and cost 2 FLOPs per
+    parameter per token. For decode, pass seq=1 and kv_seq=context.
     """
     B, s, d = _size(batch, "batch"), _size(seq, "seq"), _size(d_model, "d_model")
     H, b = _size(n_heads, "n_heads"), _bytes(bytes_per_element)
-    if not is_symbolic(d) and not is_symbolic(H) and np.any(np.mod(d, H) != 0):
-        raise InvalidValue(f"d_model must be a multiple of n_heads (each head gets d_model / n_heads "
-                           f"dimensions); got d_model={d!r}, n_heads={H!r}.")
-    T, d_h = B * s, d / H
-    ops = {"norm1": rmsnorm(T, d, b), "qkv": gemm(T, 3 * d, d, b)}
+    d_h, q_width, kv_width = _head_sizes(d, H, kv_heads, head_dim)
+    T = B * s
+    ops = {"norm1": rmsnorm(T, d, b), "qkv": gemm(T, q_width + 2 * kv_width, d, b)}
     if _flag(fused_attention, "fused_attention"):
-        ops["attn"] = attention_fused(B, H, s, d_h, b, kv_seq)
+        ops["attn"] = attention_fused(B, H, s, d_h, b, kv_seq, kv_heads, causal)
     else:
-        for name, cost in attention_naive_kernels(B, H, s, d_h, b, kv_seq).items():
+        _flag(causal, "causal")  # the naive kernels compute every score, then mask
+        for name, cost in attention_naive_kernels(B, H, s, d_h, b, kv_seq, kv_heads).items():
             ops[f"attn.{name}"] = cost
     residual = elementwise(T * d, 1, 2, 1, b)
-    ops |= {"out": gemm(T, d, d, b), "residual1": residual, "norm2": rmsnorm(T, d, b)}
+    ops |= {"out": gemm(T, d, q_width, b), "residual1": residual, "norm2": rmsnorm(T, d, b)}
     for name, cost in mlp_ops(T, d, d_ff, b, gated).items():
         ops[f"mlp.{name}"] = cost
     ops["residual2"] = residual
@@ -354,10 +421,32 @@ def transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element=
 
 
 def transformer_layer(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
-                      fused_attention=True, kv_seq=None) -> Cost:
+                      fused_attention=True, kv_seq=None, kv_heads=None, head_dim=None, causal=False) -> Cost:
     """The sum of :func:`transformer_layer_ops`."""
     return _total(transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element,
-                                        gated, fused_attention, kv_seq))
+                                        gated, fused_attention, kv_seq, kv_heads, head_dim, causal))
+
+
+def transformer_layer_params(d_model, n_heads, d_ff, gated=False, kv_heads=None, head_dim=None, bias=False,
+                             layernorm=False):
+    """Parameters of one decoder layer, the weights :func:`transformer_layer_ops` reads.
+
+        attention   d (H d_h + 2 H_kv d_h) + H d_h d     Q, K, V and output projections
+                    (4 d^2 without GQA)
+        MLP         3 d d_ff gated (gate, up, down), 2 d d_ff otherwise
+        biases      H d_h + 2 H_kv d_h + d  and  d_ff (2 d_ff gated) + d,  with ``bias=True`` (GPT-2/3)
+        norms       2 d (two RMSNorm weights), 4 d with ``layernorm=True`` (weights and biases)
+
+    Llama 2 7B (d = 4096, H = 32, d_ff = 11008, gated): 202,383,360 per layer.
+    """
+    d, H, f = _size(d_model, "d_model"), _size(n_heads, "n_heads"), _size(d_ff, "d_ff")
+    _, q_width, kv_width = _head_sizes(d, H, kv_heads, head_dim)
+    gated, bias, layernorm = _flag(gated, "gated"), _flag(bias, "bias"), _flag(layernorm, "layernorm")
+    attention = d * (q_width + 2 * kv_width) + q_width * d
+    mlp_matrices = (3 if gated else 2) * d * f
+    biases = (q_width + 2 * kv_width + d) + ((2 if gated else 1) * f + d) if bias else 0
+    norms = (4 if layernorm else 2) * d
+    return attention + mlp_matrices + biases + norms
 
 
 # --- symbolic forms ----------------------------------------------------------------
@@ -365,7 +454,7 @@ def transformer_layer(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, g
 # parameter name -> the letter the math uses for it
 SYMBOLS = {
     "m": "M", "n": "N", "k": "K", "batch": "B", "heads": "H", "n_heads": "H",
-    "seq": "s", "kv_seq": "s_kv", "head_dim": "d_h", "d_model": "d", "d": "d", "d_ff": "d_ff",
+    "seq": "s", "kv_seq": "s_kv", "head_dim": "d_h", "kv_heads": "H_kv", "d_model": "d", "d": "d", "d_ff": "d_ff",
     "tokens": "T", "rows": "R", "cols": "C", "tile": "t", "bytes_per_element": "b",
     "flops_per_element": "f", "reads": "r", "writes": "w",
 }

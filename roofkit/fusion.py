@@ -40,8 +40,8 @@ __all__ = [
     "amdahl", "amdahl_time_saved",
 ]
 
-# A rule of thumb, not a datasheet figure: "~5-10 µs per kernel launch" (seed 003's
-# pitfall 3; Horace He's "overhead" section). Measure your own with the profiler.
+# A rule of thumb, not a datasheet figure: a common claim is "~5-10 µs per kernel launch"
+# (see Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022, "overhead"). Measure your own with the profiler.
 DEFAULT_LAUNCH_OVERHEAD_S = 5e-6
 
 
@@ -71,7 +71,7 @@ class Op:
 # FLOP counts are conventions (see roofkit.formulas); the bytes decide these kernels' time.
 OPS: dict[str, Op] = {op.name: op for op in [
     Op("bias_add", 1),                    # x + b, b broadcast (d elements, not counted)
-    Op("gelu", GELU_FLOPS_PER_ELEMENT),   # tanh approximation (seed 000's 8 FLOPs)
+    Op("gelu", GELU_FLOPS_PER_ELEMENT),   # tanh approximation, 8 FLOPs (formulas.GELU_FLOPS_PER_ELEMENT)
     Op("silu", SILU_FLOPS_PER_ELEMENT),   # x / (1 + exp(-x))
     Op("relu", 1),                        # max(x, 0)
     Op("residual_add", 1, reads=2),       # x + residual
@@ -189,7 +189,7 @@ def chain(ops, n, bytes_per_element=2, keep=()) -> ChainCost:
 
 
 def mlp_block(tokens, d_model, d_ff, bytes_per_element=2) -> dict:
-    """HBM bytes of RMSNorm -> Linear -> SiLU -> Linear, as 4 kernels vs 1 fused kernel (seed 003, ex. 5).
+    """HBM bytes of RMSNorm -> Linear -> SiLU -> Linear, as 4 kernels vs 1 fused kernel (lesson 09).
 
     t tokens, d = d_model, f = d_ff, b bytes per element. Unfused, each kernel
     round-trips its activation through HBM:
@@ -237,7 +237,7 @@ def mlp_block(tokens, d_model, d_ff, bytes_per_element=2) -> dict:
     }
 
 
-# --- a decoder layer, kernel by kernel (seed 003, exercise 3) --------------------------
+# --- a decoder layer, kernel by kernel (lesson 09) ------------------------------------
 
 # An unfused pre-norm decoder layer (Llama style: RMSNorm, rotary, SwiGLU), one kernel per op,
 # as eager PyTorch launches them.
@@ -247,7 +247,7 @@ DECODER_LAYER_KERNELS: tuple[str, ...] = (
     "rmsnorm_mlp", "gate_proj", "up_proj", "silu", "mul", "down_proj", "residual_add_mlp",
 )
 
-# Fused kernel -> the unfused kernels it replaces, using seed 003's four patterns:
+# Fused kernel -> the unfused kernels it replaces, using four common fusion patterns:
 _GROUPS: dict[str, tuple[str, ...]] = {
     # norm + linear: RMSNorm(x)·W = diag(1/rms(x)) · (x ⊙ g) · W, so g folds into W and
     # the per-row 1/rms is applied in the GEMM's epilogue; Q, K, V weights are concatenated

@@ -8,7 +8,22 @@
     295.2
 
 The figures live in ``data/hardware.toml`` with a source on every number; this
-module only reads them. Names are case-insensitive and ignore spaces, dashes
+module only reads them.
+
+Datasheet figures are the default roof. Where a measurement is published, an
+entry also holds ACHIEVABLE figures (the best matmul rate a sweep of shapes
+reached, and a device-to-device copy's bandwidth), asked for explicitly:
+
+    >>> h200 = hardware.get("h200")
+    >>> h200.peak("bf16"), h200.peak("bf16", achievable=True)
+    (989000000000000.0, 800900000000000.0)
+    >>> round(h200.memory_bandwidth(achievable=True) / h200.memory_bandwidth(), 3)
+    0.89
+    >>> h100.has_achievable("bf16"), h100.has_achievable("bandwidth")
+    (True, False)
+
+A figure nobody published is absent: asking for it raises
+:class:`NoAchievableFigure`, never a datasheet figure in disguise. Names are case-insensitive and ignore spaces, dashes
 and underscores, so ``"H100 SXM5"``, ``"h100-sxm"`` and ``"h100"`` are one
 accelerator. Add your own with :func:`register` (a dict, or a TOML file in the
 catalog's format): a laptop, or a profile saved by ``roofkit measure``.
@@ -23,10 +38,10 @@ from importlib import resources
 from pathlib import Path
 
 from . import dtypes
-from .errors import InvalidValue, UnknownHardware, UnsupportedPrecision
+from .errors import InvalidValue, RoofkitError, UnknownHardware, UnsupportedPrecision
 from .units import positive
 
-__all__ = ["Accelerator", "get", "catalog", "names", "register", "load_file"]
+__all__ = ["Accelerator", "NoAchievableFigure", "get", "catalog", "names", "register", "load_file", "normalize"]
 
 # field name in the TOML -> (attribute, multiplier to SI)
 _SCALED = {
@@ -35,6 +50,21 @@ _SCALED = {
     "memory_gib": ("memory_bytes", 2**30),
     "l2_mb": ("l2_bytes", 1e6),
 }
+
+
+class NoAchievableFigure(LookupError, RoofkitError):
+    """The catalog has no achievable (measured) figure for that roof of that accelerator."""
+
+    def __init__(self, accelerator: str, figure: str, available: list[str]):
+        self.accelerator, self.figure, self.available = accelerator, figure, list(available)
+        have = f"It has achievable figures for: {', '.join(self.available)}." if self.available else \
+            "It has no achievable figures at all."
+        super().__init__(f"{accelerator} has no achievable {figure} in the catalog (none is published). {have} "
+                         "Use the datasheet figure (achievable=False; on the command line, leave out "
+                         "--calibrated), or measure the GPU with `roofkit measure` (--profile PATH).")
+
+    def __reduce__(self):
+        return (type(self), (self.accelerator, self.figure, self.available))
 
 
 @dataclass(frozen=True)
@@ -58,19 +88,47 @@ class Accelerator:
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    achievable_flops: dict[str, float] = field(default_factory=dict)  # precision -> best measured matmul FLOP/s
+    achievable_bandwidth: float | None = None  # measured device-to-device copy, bytes/s
 
-    def peak(self, precision: str) -> float:
-        """Dense peak FLOP/s in ``precision``; UnsupportedPrecision if the chip lacks it."""
+    def peak(self, precision: str, achievable: bool = False) -> float:
+        """Dense peak FLOP/s in ``precision``; UnsupportedPrecision if the chip lacks it.
+
+        ``achievable=True``: the best matmul rate measured (:attr:`achievable_flops`)
+        instead of the datasheet's; NoAchievableFigure where none is published.
+        """
         key = dtypes.canonical(precision)
         if key not in self.peak_flops:
             raise UnsupportedPrecision(self.name, key, self.peak_flops)
+        if _flag(achievable):
+            if key not in self.achievable_flops:
+                raise NoAchievableFigure(self.name, f"{key} matmul FLOP/s", self._achievable_list())
+            return self.achievable_flops[key]
         return self.peak_flops[key]
 
-    def ridge(self, precision: str) -> float:
-        """The ridge point (FLOP/byte) in ``precision``: peak / bandwidth."""
+    def memory_bandwidth(self, achievable: bool = False) -> float:
+        """Memory bandwidth in bytes/s: the datasheet's, or with ``achievable=True`` a measured copy's."""
+        if _flag(achievable):
+            if self.achievable_bandwidth is None:
+                raise NoAchievableFigure(self.name, "memory bandwidth", self._achievable_list())
+            return self.achievable_bandwidth
+        return self.bandwidth
+
+    def ridge(self, precision: str, achievable: bool = False) -> float:
+        """The ridge point (FLOP/byte) in ``precision``: peak / bandwidth (both achievable, or both datasheet)."""
         from .roofline import ridge_point
 
-        return ridge_point(self.peak(precision), self.bandwidth)
+        return ridge_point(self.peak(precision, achievable), self.memory_bandwidth(achievable))
+
+    def has_achievable(self, figure: str) -> bool:
+        """Whether the catalog holds an achievable figure: a precision ("bf16") or "bandwidth"."""
+        if figure == "bandwidth":
+            return self.achievable_bandwidth is not None
+        return dtypes.canonical(figure) in self.achievable_flops
+
+    def _achievable_list(self) -> list[str]:
+        return [*(f"{p} matmul FLOP/s" for p in self.achievable_flops),
+                *(["memory bandwidth"] if self.achievable_bandwidth is not None else [])]
 
     @property
     def precisions(self) -> list[str]:
@@ -93,23 +151,57 @@ class Accelerator:
             "l2_bytes": self.l2_bytes,
             "compute_units": self.compute_units,
             "compute_unit_name": self.compute_unit_name,
+            "achievable_flops": dict(self.achievable_flops),
+            "achievable_bandwidth_bytes_per_s": self.achievable_bandwidth,
+            "achievable_ridge": {p: self.achievable_flops[p] / self.achievable_bandwidth
+                                 for p in self.achievable_flops} if self.achievable_bandwidth else {},
             "sources": dict(self.sources),
             "notes": list(self.notes),
         }
 
 
-def _norm(name: str) -> str:
+def _flag(value) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidValue(f"achievable must be True or False; got {value!r}.")
+    return value
+
+
+def normalize(name: str) -> str:
+    """The form names are compared in: lower case, no spaces, dashes or underscores.
+
+    Shared by every catalog (accelerators here, models in :mod:`roofkit.models`).
+    """
     return re.sub(r"[\s_\-]+", "", name.lower())
+
+
+_norm = normalize
+
+
+def _check_types(where: str, table: dict) -> None:
+    """Text fields hold text, lists hold text, tables are tables: a file written by hand may have anything."""
+    for name in ("name", "vendor", "source", "compute_unit_name"):
+        if name in table and not isinstance(table[name], str):
+            raise InvalidValue(f"{where}: {name} must be text in quotes; got {table[name]!r}.")
+    for name in ("aliases", "notes"):
+        if name in table and not (isinstance(table[name], list) and all(isinstance(x, str) for x in table[name])):
+            raise InvalidValue(f"{where}: {name} must be a list of texts, e.g. [\"a\", \"b\"]; got {table[name]!r}.")
+    for name in ("peak_tflops", "sources"):
+        if name in table and not isinstance(table[name], dict):
+            raise InvalidValue(f"{where}: {name} must be a table, e.g. {{ bf16 = 989 }}; got {table[name]!r}.")
+    if not all(isinstance(v, str) for v in table.get("sources", {}).values()):
+        raise InvalidValue(f"{where}: every value in sources must be a source id in quotes.")
 
 
 def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     """Build an Accelerator from one TOML table, resolving source ids to citations."""
     where = f"accelerator {key!r}"
     known = {"name", "vendor", "aliases", "source", "sources", "peak_tflops", "notes",
-             "compute_units", "compute_unit_name", *_SCALED}
+             "compute_units", "compute_unit_name", "achievable_tflops", "achievable_bandwidth_tb_s",
+             "achievable_source", *_SCALED}
     unknown = set(table) - known
     if unknown:
         raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
+    _check_types(where, table)
     if "peak_tflops" not in table or not table["peak_tflops"]:
         raise InvalidValue(f"{where}: needs peak_tflops, e.g. {{ bf16 = 989 }}.")
     if "bandwidth_tb_s" not in table:
@@ -132,6 +224,21 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         peaks[canonical] = positive(tflops, f"{where}: peak_tflops.{precision}") * 1e12
     for figure in ["bandwidth", "memory_bytes", "l2_bytes", "compute_units", *(f"peak.{p}" for p in peaks)]:
         cited[figure] = cite(default)
+    achievable = {}
+    for precision, tflops in table.get("achievable_tflops", {}).items():
+        canonical = dtypes.canonical(precision)
+        if canonical not in peaks:
+            raise InvalidValue(f"{where}: achievable_tflops.{precision} has no datasheet peak_tflops.{precision} "
+                               "beside it.")
+        achievable[canonical] = positive(tflops, f"{where}: achievable_tflops.{precision}") * 1e12
+    achievable_bw = table.get("achievable_bandwidth_tb_s")
+    if achievable_bw is not None:
+        achievable_bw = positive(achievable_bw, f"{where}: achievable_bandwidth_tb_s") * 1e12
+    if achievable or achievable_bw is not None:
+        if "achievable_source" not in table:
+            raise InvalidValue(f"{where}: achievable figures need an achievable_source (who measured them).")
+        for figure in [*(f"achievable.{p}" for p in achievable), *(["achievable_bandwidth"] if achievable_bw else [])]:
+            cited[figure] = cite(table["achievable_source"])
     for figure, source_id in table.get("sources", {}).items():
         attr = _SCALED.get(figure, (figure, 1))[0]
         cited[attr] = cite(source_id)
@@ -149,6 +256,8 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         aliases=tuple(table.get("aliases", ())),
         sources=cited,
         notes=tuple(table.get("notes", ())),
+        achievable_flops=achievable,
+        achievable_bandwidth=achievable_bw,
     )
 
 

@@ -202,8 +202,8 @@ def balance_point_matrix_size(accelerator, precision) -> float:
     """The n at which a square n x n x n GEMM's intensity equals the ridge I*.
 
     With b bytes per element, I(n) = 2n^3 / (3 b n^2) = 2n / (3b), so
-    n = 3 b I* / 2: 3 I* for 16-bit formats (seed 004's "balance-point
-    dimension"). Found numerically from :func:`roofkit.formulas.gemm`, so it
+    n = 3 b I* / 2: 3 I* for 16-bit formats (the "balance-point
+    dimension" of a square matmul). Found numerically from :func:`roofkit.formulas.gemm`, so it
     follows that formula; returns a float (at least 1).
     """
     from .dtypes import canonical
@@ -221,7 +221,7 @@ def decode_batch_to_compute_bound(d_model, accelerator, precision) -> int:
     With b bytes per element, I(B) = 2 B d^2 / (b (B d + d^2 + B d)), which is
     about 2B/b for B << d (intensity ~ batch in 16-bit) and never exceeds d/b:
     a model too narrow for the chip never gets there (InvalidValue).
-    Seed 003, exercise 4: a 7B model (d = 4096) on an H100 in BF16.
+    Lesson 11's exercise: a 7B model (d = 4096) on an H100 in BF16.
     """
     from .dtypes import canonical
     from .formulas import gemm

@@ -174,7 +174,7 @@ def utilization(flops, seconds, peak_flops, gpus=1) -> float:
 def hfu(hardware_flops, seconds, peak_flops, gpus=1) -> float:
     """Hardware FLOPs utilization: every FLOP executed, recomputation and padding included.
 
-    >>> hfu((50 + 450 + 300) * 1e12, 10, 100e12)  # seed 004: forward, recompute, backward
+    >>> hfu((50 + 450 + 300) * 1e12, 10, 100e12)  # forward, recompute, backward (lesson 07's example)
     0.8
     """
     return utilization(hardware_flops, seconds, peak_flops, gpus)
@@ -196,7 +196,7 @@ def mfu_from_throughput(params, tokens_per_s, peak_flops, gpus=1, flops_per_toke
     ``flops_per_token=training.flops_per_token(N, L, H, Q, T)``.
 
     >>> from roofkit.hardware import get
-    >>> round(mfu_from_throughput(70e9, 900, get("h100").peak("bf16")), 2)  # seed 000, 900 tokens/s/GPU
+    >>> round(mfu_from_throughput(70e9, 900, get("h100").peak("bf16")), 2)  # a 70B model at 900 tokens/s/GPU
     0.38
     """
     T = _arg(tokens_per_s, "tokens_per_s")
@@ -211,8 +211,8 @@ def mfu_from_throughput(params, tokens_per_s, peak_flops, gpus=1, flops_per_toke
 def padding_efficiency(m, n, k, tile=128) -> float:
     """Useful / executed FLOPs of an m x n x k GEMM run in tile x tile x tile blocks.
 
-    MFU = HFU x this ratio, since both share the step time and the peak (seed
-    004: a 130^3 GEMM padded to 256^3 does 4,394,000 useful FLOPs out of
+    MFU = HFU x this ratio, since both share the step time and the peak (a
+    130^3 GEMM padded to 256^3 does 4,394,000 useful FLOPs out of
     33,554,432, so 0.131).
 
     >>> round(padding_efficiency(130, 130, 130), 3)
@@ -269,7 +269,7 @@ def mfu_report(params, tokens_per_s, gpus, hw, dtype="bf16") -> dict:
 
     ``tokens_per_s`` is the total over all ``gpus``; peaks come from the catalog.
 
-    >>> r = mfu_report(70e9, 3000, 1, "h100", "bf16")  # seed 000's quiz
+    >>> r = mfu_report(70e9, 3000, 1, "h100", "bf16")  # a 70B model at 3,000 tokens/s/GPU: impossible
     >>> round(r["mfu"], 2), r["plausible"], r["level"]
     (1.27, False, 'impossible')
     """
@@ -340,7 +340,7 @@ def implied_mfu(params, tokens, gpu_hours, peak_flops) -> float:
 def params_for_mfu(tokens, seconds, gpus, peak_flops, mfu) -> float:
     """N = MFU · G · P · t / (6D): the model size that reaches ``mfu`` on D tokens in t seconds.
 
-    Seed 003's exercise 2 ("100B tokens in 30 days on 1,024 H100s: what MFU?")
+    A common exercise ("100B tokens in 30 days on 1,024 H100s: what MFU?")
     names no model; this inverts the question.
     """
     D, t = _arg(tokens, "tokens"), _arg(seconds, "seconds", positive)
@@ -377,7 +377,7 @@ def estimate(params, tokens, hw=None, dtype="bf16", mfu=0.4, gpus=None,
     """C = 6ND, and with an accelerator its GPU-hours, wall clock, cost and GPUs for a deadline.
 
     ``mfu`` is an assumption in (0, 1] (0.4 by default: a well-tuned run).
-    Seed 000: 70B on 15T tokens, H100 BF16, 40% MFU, 8,192 GPUs, $2/GPU-hour
+    A Llama-3-70B-sized run: 70B on 15T tokens, H100 BF16, 40% MFU, 8,192 GPUs, $2/GPU-hour
     gives 6.3e24 FLOPs, 4.4e6 GPU-hours, 540 hours (22.5 days), $8.8M.
     """
     N, D, U = _arg(params, "params"), _arg(tokens, "tokens"), _arg(mfu, "mfu", fraction)

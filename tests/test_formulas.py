@@ -64,16 +64,26 @@ def _flag_variants(fn):
     return [dict(zip(flags, values)) for values in itertools.product([False, True], repeat=len(flags))]
 
 
-def _valid_point(fn, rng: random.Random, with_kv_seq: bool) -> dict:
-    """Random valid arguments for fn, by parameter name (exact Python numbers)."""
+def _is_optional(parameter) -> bool:
+    """A size whose default None means "the usual value" (kv_seq = seq, kv_heads = heads, head_dim = d/H)."""
+    return parameter.default is None
+
+
+def _optional(fn) -> list[str]:
+    return [name for name, p in _params(fn).items() if _is_optional(p)]
+
+
+def _valid_point(fn, rng: random.Random, with_optional: bool) -> dict:
+    """Random valid arguments for fn, by parameter name (exact Python numbers).
+
+    Optional sizes are left out unless ``with_optional``; then kv_seq >= seq (a causal
+    attention needs it) and kv_heads divides the number of query heads.
+    """
     point = {}
     for name, parameter in _params(fn).items():
-        if _is_flag(parameter):
+        if _is_flag(parameter) or (_is_optional(parameter) and not with_optional):
             continue
-        if name == "kv_seq":
-            if with_kv_seq:
-                point[name] = rng.randint(1, 5000)
-        elif name == "bytes_per_element":
+        if name == "bytes_per_element":
             point[name] = rng.choice([0.5, 1, 2, 4])
         elif name == "flops_per_element":
             point[name] = rng.randint(0, 10)
@@ -88,6 +98,11 @@ def _valid_point(fn, rng: random.Random, with_kv_seq: bool) -> dict:
     if "n_heads" in point:
         point["n_heads"] = rng.randint(1, 64)
         point["d_model"] = point["n_heads"] * rng.randint(1, 200)
+    if "kv_seq" in point and "seq" in point:
+        point["kv_seq"] = point["seq"] + rng.randint(0, 5000)
+    if "kv_heads" in point:
+        heads = point.get("heads", point.get("n_heads"))
+        point["kv_heads"] = rng.choice([k for k in range(1, heads + 1) if heads % k == 0])
     return point
 
 
@@ -198,11 +213,12 @@ def test_naive_attention_is_memory_bound_at_real_head_sizes_and_fused_is_not():
 def test_symbolic_form_equals_numeric_form_at_random_points(fn):
     rng = random.Random(f"symbolic-{fn.__name__}")
     for flags in _flag_variants(fn):
-        for with_kv_seq in ([False, True] if "kv_seq" in _params(fn) else [False]):
-            fixed = dict(flags, **({"kv_seq": pos("s_kv")} if with_kv_seq else {}))
+        for with_optional in ([False, True] if _optional(fn) else [False]):
+            fixed = dict(flags, **({name: pos(formulas.SYMBOLS[name]) for name in _optional(fn)}
+                                   if with_optional else {}))
             sym = _leaves(symbolic(fn, **fixed))
             for _ in range(4):
-                point = _valid_point(fn, rng, with_kv_seq)
+                point = _valid_point(fn, rng, with_optional)
                 subs = {pos(formulas.SYMBOLS[name]): sympy.nsimplify(value) for name, value in point.items()}
                 numeric = _leaves(fn(**point, **flags))
                 assert len(sym) == len(numeric)
@@ -215,10 +231,19 @@ def test_symbolic_form_equals_numeric_form_at_random_points(fn):
 @pytest.mark.parametrize("fn", COST_FUNCTIONS, ids=IDS)
 def test_numpy_arrays_broadcast_like_scalar_calls(fn):
     rng = random.Random(f"numpy-{fn.__name__}")
-    sizes = [name for name, p in _params(fn).items() if not _is_flag(p) and name != "kv_seq"]
+    sizes = [name for name, p in _params(fn).items() if not _is_flag(p) and not _is_optional(p)]
+    with_optional = len(sizes) < 2  # attention_pairs(seq, kv_seq): broadcast the optional one too
+    if with_optional:
+        sizes += _optional(fn)
     first, second = sizes[0], sizes[1]
     for flags in _flag_variants(fn):
-        points = [_valid_point(fn, rng, False) for _ in range(3)]
+        points = [_valid_point(fn, rng, with_optional) for _ in range(3)]
+        if {first, second} == {"d_model", "n_heads"}:  # any d_model of one point must fit any n_heads of another
+            for p in points:
+                p["n_heads"], p["d_model"] = rng.choice([1, 2, 4]), 4 * rng.randint(1, 200)
+        if {first, second} == {"seq", "kv_seq"}:  # causal: every kv_seq >= every seq
+            for p in points:
+                p["seq"], p["kv_seq"] = rng.randint(1, 100), rng.randint(100, 5000)
         column = np.array([p[first] for p in points]).reshape(3, 1)
         row = np.array([p[second] for p in points]).reshape(1, 3)
         result = fn(**dict(points[0], **{first: column, second: row}), **flags)
@@ -460,12 +485,12 @@ def test_bad_input_raises_a_message_that_names_it(call, error, message):
 @pytest.mark.parametrize("fn", COST_FUNCTIONS, ids=IDS)
 @pytest.mark.parametrize("bad", [-1, 0.0, NAN, INF, "64", None, True, [64]])
 def test_every_argument_of_every_formula_is_checked(fn, bad):
-    point = _valid_point(fn, random.Random(fn.__name__), with_kv_seq=True)
+    point = _valid_point(fn, random.Random(fn.__name__), with_optional=True)
     for name in point:
         if bad == 0.0 and name in {"flops_per_element", "reads", "writes"}:
             continue  # 0 FLOPs (a copy), 0 reads (a fill) and 0 writes are real kernels
-        if name == "kv_seq" and bad is None:
-            continue  # None means "same as seq"
+        if _is_optional(_params(fn)[name]) and bad is None:
+            continue  # None means "the usual value": kv_seq = seq, kv_heads = heads
         if name == "bytes_per_element" and isinstance(bad, str):
             with pytest.raises(UnknownPrecision, match=r"^Unknown precision '64'\. Did you mean 'fp64'\?"):
                 fn(**dict(point, **{name: bad}))
@@ -508,6 +533,13 @@ def test_valid_input_gives_finite_positive_costs(fn, data):
     if "n_heads" in arguments:
         arguments["n_heads"] = data.draw(st.integers(1, 128), label="n_heads")
         arguments["d_model"] = arguments["n_heads"] * data.draw(st.integers(1, 256), label="head_dim")
+    if "kv_heads" in arguments:  # a divisor of the query heads
+        name = "heads" if "heads" in arguments else "n_heads"
+        arguments[name] = data.draw(st.integers(1, 128), label=name)
+        divisors = [k for k in range(1, arguments[name] + 1) if arguments[name] % k == 0]
+        arguments["kv_heads"] = data.draw(st.sampled_from(divisors), label="kv_heads")
+    if "kv_seq" in arguments and "seq" in arguments:  # causal needs kv_seq >= seq
+        arguments["kv_seq"] = arguments["seq"] + data.draw(size, label="kv_seq - seq")
     for leaf in _leaves(fn(**arguments)):
         assert math.isfinite(leaf) and leaf > 0
 
@@ -590,3 +622,153 @@ def test_torch_counts_a_whole_layer_as_its_matmuls(torch, gated):
     assert counted == sum(ops[name].flops for name in MATMULS if name in ops)
     # norms, softmax, activation and residual adds are conventions FlopCounterMode leaves out
     assert counted < transformer_layer(B, s, d, H, d_ff, "fp32", gated=gated).flops
+
+
+# --- grouped-query and multi-query attention (kv_heads) ----------------------------------------------
+
+
+def _gqa_attention_count(B, H, KV, s, t, d):
+    """Brute force: walk S = Q K^T and O = P V with query head h reading K/V head h // (H / KV);
+    count 2 FLOPs per multiply-add and the distinct elements of each tensor touched."""
+    group = H // KV
+    q, k, v, scores, o = set(), set(), set(), set(), set()
+    fmas = 0
+    for b, h, i, j, e in itertools.product(range(B), range(H), range(s), range(t), range(d)):
+        fmas += 2  # one in QK^T, one in PV
+        q.add((b, h, i, e)), k.add((b, h // group, j, e)), v.add((b, h // group, j, e))
+        scores.add((b, h, i, j)), o.add((b, h, i, e))
+    return 2 * fmas, len(q), len(k), len(v), len(scores), len(o)
+
+
+@pytest.mark.parametrize("B,H,KV,s,t,d", [(1, 4, 2, 2, 3, 2), (2, 6, 3, 1, 5, 2), (1, 4, 1, 3, 3, 2), (1, 2, 2, 2, 4, 3)])
+def test_gqa_attention_counts_distinct_elements(B, H, KV, s, t, d):
+    flops, q, k, v, scores, o = _gqa_attention_count(B, H, KV, s, t, d)
+    kernels = attention_naive_kernels(B, H, s, d, 2, kv_seq=t, kv_heads=KV)
+    assert kernels["qk"].flops + kernels["pv"].flops == flops
+    assert kernels["qk"].bytes == 2 * (q + k + scores)  # read Q, K; write S
+    assert kernels["pv"].bytes == 2 * (scores + v + o)  # read P, V; write O
+    fused = attention_fused(B, H, s, d, 2, kv_seq=t, kv_heads=KV)
+    assert fused.bytes == 2 * (q + k + v + o) and fused.flops == attention_naive(B, H, s, d, 2, t).flops
+
+
+def test_decode_reads_kv_heads_times_head_dim_per_cached_token():
+    # one more token of cache costs K and V of KV heads: 2 KV d_h b bytes per sequence
+    B, H, KV, d_h = 4, 32, 8, 128
+    step = [attention_fused(B, H, 1, d_h, "bf16", kv_seq=n, kv_heads=KV).bytes for n in (4096, 4097)]
+    assert step[1] - step[0] == B * 2 * KV * d_h * 2
+    mha = [attention_fused(B, H, 1, d_h, "bf16", kv_seq=n).bytes for n in (4096, 4097)]
+    assert (mha[1] - mha[0]) / (step[1] - step[0]) == H / KV  # GQA's cache traffic is H/KV times smaller
+    mqa = attention_fused(B, H, 1, d_h, "bf16", kv_seq=4096, kv_heads=1)
+    assert mqa.flops == attention_fused(B, H, 1, d_h, "bf16", kv_seq=4096).flops  # same math, less traffic
+
+
+def test_qkv_projection_is_d_plus_2_kv_head_dim_wide():
+    # Llama 3 8B: d = 4096, 32 query heads, 8 KV heads of 128: Q 4096 + K 1024 + V 1024 = 6144
+    ops = transformer_layer_ops(2, 16, 4096, 32, 14336, "bf16", gated=True, kv_heads=8)
+    assert ops["qkv"] == gemm(32, 6144, 4096, "bf16")
+    assert ops["out"] == gemm(32, 4096, 4096, "bf16")
+    assert ops["attn"] == attention_fused(2, 32, 16, 128, "bf16", kv_heads=8)
+    # an explicit head_dim whose H d_h is not d: Q and the output projection are H d_h wide
+    wide = transformer_layer_ops(1, 4, 64, 4, 256, kv_heads=2, head_dim=32)
+    assert wide["qkv"] == gemm(4, 4 * 32 + 2 * 2 * 32, 64) and wide["out"] == gemm(4, 64, 4 * 32)
+
+
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("fused_attention", [False, True])
+def test_kv_heads_default_is_multi_head(gated, fused_attention):
+    for kv_seq in (None, 3000):
+        default = transformer_layer_ops(2, 64, 512, 8, 2048, "bf16", gated, fused_attention, kv_seq)
+        explicit = transformer_layer_ops(2, 64, 512, 8, 2048, "bf16", gated, fused_attention, kv_seq, kv_heads=8,
+                                         head_dim=64)
+        assert default == explicit
+
+
+def test_gqa_layer_weights_symbolically():
+    d, H, KV, d_ff, s = pos("d"), pos("H"), pos("H_kv"), pos("d_ff"), pos("s")
+    d_h = d / H
+    per_layer = d * (d + 2 * KV * d_h) + d * d + 3 * d * d_ff  # Q, K, V, O and the gated MLP
+    ops = transformer_layer_ops(1, s, d, H, d_ff, 2, gated=True, kv_heads=KV)
+    flops = sum(ops[name].flops for name in WEIGHT_GEMMS)
+    assert sympy.simplify(flops / (2 * s) - per_layer) == 0
+    params = formulas.transformer_layer_params(d, H, d_ff, gated=True, kv_heads=KV)
+    assert sympy.simplify(params - per_layer - 2 * d) == 0  # plus the two norm weights
+
+
+def test_layer_params_of_llama_2_7b():
+    assert formulas.transformer_layer_params(4096, 32, 11008, gated=True) == 202_383_360
+
+
+# --- causal attention ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("s,t", [(1, 1), (1, 9), (4, 4), (3, 7), (6, 6)])
+def test_causal_pairs_count_the_unmasked_scores(s, t):
+    # the s queries are positions t - s ... t - 1; query i sees keys 0 .. t - s + i
+    unmasked = sum(1 for i in range(s) for j in range(t) if j <= t - s + i)
+    assert formulas.attention_pairs(s, t, causal=True) == unmasked
+    assert formulas.attention_pairs(s, t) == s * t
+
+
+def test_causal_fused_attention_counts_half_the_scores():
+    full = attention_fused(2, 8, 2048, 128, "bf16")
+    causal = attention_fused(2, 8, 2048, 128, "bf16", causal=True)
+    assert causal.bytes == full.bytes  # Q, K, V and O move all the same
+    assert causal.flops / full.flops == pytest.approx(2049 / 4096)
+    # a decode step sees the whole cache, causal or not
+    assert attention_fused(1, 8, 1, 64, kv_seq=100, causal=True) == attention_fused(1, 8, 1, 64, kv_seq=100)
+    ops = transformer_layer_ops(1, 512, 4096, 32, 14336, gated=True, kv_heads=8, causal=True)
+    assert ops["attn"] == attention_fused(1, 32, 512, 128, 2, kv_heads=8, causal=True)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: attention_fused(1, 32, 8, 128, kv_heads=5), r"^heads must be a multiple of kv_heads .*heads=32, kv_heads=5"),
+    (lambda: transformer_layer_ops(1, 8, 4096, 32, 100, kv_heads=3), r"^n_heads must be a multiple of kv_heads"),
+    (lambda: attention_fused(1, 4, 8, 16, kv_seq=4, causal=True), r"^a causal attention needs seq <= kv_seq"),
+    (lambda: attention_fused(1, 4, 8, 16, causal="yes"), r"^causal must be True or False"),
+    (lambda: transformer_layer(1, 1, 100, 3, 400, head_dim=0), r"^head_dim must be"),
+])
+def test_gqa_bad_input(call, message):
+    with pytest.raises(InvalidValue, match=message):
+        call()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("B,H,KV,s,t,d_h", [(2, 8, 2, 16, 16, 8), (1, 32, 8, 1, 4096, 128), (3, 4, 1, 5, 7, 16)])
+def test_torch_counts_gqa_sdpa_as_the_two_attention_matmuls(torch, B, H, KV, s, t, d_h):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.empty(B, H, s, d_h, device="meta")
+    k, v = torch.empty(B, KV, t, d_h, device="meta"), torch.empty(B, KV, t, d_h, device="meta")
+    kernels = attention_naive_kernels(B, H, s, d_h, kv_seq=t, kv_heads=KV)
+    with sdpa_kernel(SDPBackend.MATH):
+        counted = _torch_flops(torch, lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, enable_gqa=True))
+    assert counted == kernels["qk"].flops + kernels["pv"].flops
+
+
+@pytest.mark.torch
+def test_torch_counts_a_gqa_layer_as_its_matmuls(torch):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    F = torch.nn.functional
+    B, s, d, H, KV, d_ff = 2, 16, 64, 8, 2, 160
+    d_h = d // H
+    linear = lambda n_in, n_out: torch.nn.Linear(n_in, n_out, bias=False)  # noqa: E731
+    w = torch.nn.ModuleDict({"qkv": linear(d, d + 2 * KV * d_h), "out": linear(d, d), "up": linear(d, d_ff),
+                             "gate": linear(d, d_ff), "down": linear(d_ff, d)})
+    assert sum(p.numel() for p in w.parameters()) == formulas.transformer_layer_params(
+        d, H, d_ff, gated=True, kv_heads=KV) - 2 * d
+
+    def layer(x):
+        q, k, v = w["qkv"](F.rms_norm(x, (d,))).split([d, KV * d_h, KV * d_h], dim=-1)
+        heads = lambda t, n: t.view(B, s, n, d_h).transpose(1, 2)  # noqa: E731
+        o = F.scaled_dot_product_attention(heads(q, H), heads(k, KV), heads(v, KV), is_causal=True, enable_gqa=True)
+        x = x + w["out"](o.transpose(1, 2).reshape(B, s, d))
+        h = F.rms_norm(x, (d,))
+        return x + w["down"](F.silu(w["gate"](h)) * w["up"](h))
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        counted = _torch_flops(torch, lambda: layer(torch.randn(B, s, d)))
+    # the math backend computes every score and then masks: the naive kernels' count
+    ops = transformer_layer_ops(B, s, d, H, d_ff, "fp32", gated=True, fused_attention=False, kv_heads=KV)
+    assert counted == sum(ops[name].flops for name in MATMULS)

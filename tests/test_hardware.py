@@ -267,3 +267,90 @@ def test_to_dict_has_the_cli_keys_and_is_json(key):
     for precision, ridge in data["ridge"].items():
         assert ridge == pytest.approx(data["peak_flops"][precision] / data["bandwidth_bytes_per_s"])
     assert json.loads(json.dumps(data)) == data
+
+
+# --- achievable figures beside the datasheet ones ---------------------------------------------------
+
+# stas00/ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison
+# table" (commit 744d01e, 2026-08-22): MAMF in TFLOP/s, BF16 and FP8, typed here from that table.
+MAMF = {"a100-sxm4-80gb": {"bf16": 271.2}, "h100-sxm": {"bf16": 794.5, "fp8": 1402.6},
+        "b200": {"bf16": 1745.0, "fp8": 3432.5}, "gb200": {"bf16": 1822.0, "fp8": 3615.6},
+        "mi300x": {"bf16": 668.4}, "mi325x": {"bf16": 784.9}}
+
+
+def _h200_measured():
+    from roofkit.measure.layers import shipped
+
+    return shipped("measure.json")["gpu"]
+
+
+@pytest.mark.parametrize("key", BUILT_IN)
+def test_achievable_figures_are_sourced_and_below_the_datasheet(key):
+    acc = hardware.get(key)
+    for precision, rate in acc.achievable_flops.items():
+        assert 0.3 * acc.peak(precision) < rate < acc.peak(precision)
+        assert acc.peak(precision, achievable=True) == rate
+        assert acc.source(f"achievable.{precision}") in CITATIONS.values()
+    if acc.achievable_bandwidth is not None:
+        assert 0.5 * acc.bandwidth < acc.memory_bandwidth(achievable=True) < acc.bandwidth
+        assert acc.source("achievable_bandwidth") in CITATIONS.values()
+
+
+@pytest.mark.parametrize("key", list(MAMF))
+def test_achievable_matmul_rates_are_ml_engineering_s(key):
+    acc = hardware.get(key)
+    assert {p: r / 1e12 for p, r in acc.achievable_flops.items()} == pytest.approx(MAMF[key])
+    assert acc.source(f"achievable.{next(iter(MAMF[key]))}").startswith("stas00/ml-engineering")
+    assert not acc.has_achievable("bandwidth")  # nothing published: absent, not guessed
+
+
+def test_h200_achievable_figures_are_the_shipped_measurement():
+    gpu = _h200_measured()
+    h200 = hardware.get("h200")
+    assert gpu["catalog"] == "h200"
+    for precision, rate in gpu["peak_flops_per_s"].items():
+        assert h200.peak(precision, achievable=True) == pytest.approx(rate, rel=1e-3)
+    assert h200.memory_bandwidth(achievable=True) == pytest.approx(gpu["bandwidth_bytes_per_s"], rel=1e-3)
+    assert h200.ridge("bf16", achievable=True) == pytest.approx(
+        gpu["peak_flops_per_s"]["bf16"] / gpu["bandwidth_bytes_per_s"], rel=2e-3)
+    assert "2026-11-30" in h200.source("achievable_bandwidth")
+
+
+def test_datasheet_stays_the_default_and_missing_figures_raise():
+    h100, t4 = hardware.get("h100"), hardware.get("t4")
+    assert h100.peak("bf16") == 989e12 and h100.memory_bandwidth() == h100.bandwidth == 3.35e12
+    with pytest.raises(hardware.NoAchievableFigure, match=(
+            r"^NVIDIA H100 SXM5 80GB has no achievable memory bandwidth in the catalog \(none is published\)\. "
+            r"It has achievable figures for: bf16 matmul FLOP/s, fp8 matmul FLOP/s\.")):
+        h100.memory_bandwidth(achievable=True)
+    with pytest.raises(hardware.NoAchievableFigure, match="no achievable fp16 matmul FLOP/s"):
+        h100.peak("fp16", achievable=True)
+    with pytest.raises(hardware.NoAchievableFigure, match="It has no achievable figures at all"):
+        t4.ridge("fp16", achievable=True)
+    with pytest.raises(UnsupportedPrecision):
+        t4.peak("bf16", achievable=True)  # no such precision at all comes first
+    with pytest.raises(InvalidValue, match="achievable must be True or False"):
+        h100.peak("bf16", achievable="yes")
+    assert isinstance(hardware.NoAchievableFigure("x", "y", []), (LookupError, RoofkitError))
+
+
+def test_to_dict_carries_the_achievable_figures():
+    data = hardware.get("h200").to_dict()
+    assert data["achievable_flops"]["bf16"] == 800.9e12 and data["achievable_bandwidth_bytes_per_s"] == 4.271e12
+    assert data["achievable_ridge"]["bf16"] == pytest.approx(800.9 / 4.271)
+    assert hardware.get("h100").to_dict()["achievable_ridge"] == {}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"achievable_tflops": {"bf16": 50}}, "achievable figures need an achievable_source"),
+    ({"achievable_tflops": {"fp8": 50}, "achievable_source": "me"}, "achievable_tflops.fp8 has no datasheet"),
+    ({"achievable_bandwidth_tb_s": -1, "achievable_source": "me"}, "achievable_bandwidth_tb_s must be"),
+])
+def test_register_refuses_bad_achievable_figures(scratch_catalog, change, message):
+    entry = {"name": "Lab GPU", "source": "my notes", "peak_tflops": {"bf16": 100}, "bandwidth_tb_s": 1}
+    with pytest.raises(InvalidValue, match=message):
+        hardware.register(entry | change, key="lab")
+    lab = hardware.register(entry | {"achievable_tflops": {"bf16": 80}, "achievable_bandwidth_tb_s": 0.9,
+                                     "achievable_source": "measured in my lab"}, key="lab")
+    assert lab.ridge("bf16", achievable=True) == pytest.approx(80 / 0.9)
+    assert lab.source("achievable.bf16") == "measured in my lab"

@@ -5,6 +5,7 @@ Measured figures are machine-specific and noisy (a shared 2-core runner, a
 laptop, a server): the tests assert only what must hold everywhere.
 """
 
+import contextlib
 import json
 import re
 import sys
@@ -332,3 +333,258 @@ def test_cli_measure_user_errors(capsys, tiny_cli, argv, message):
     code = cli.main(["measure", "--quick", *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+# --- the GPU path on a fake CUDA device: a PyTorch stand-in whose clock follows a known cost model ------------
+
+
+class FakeGPU:
+    """What the fake device is: each kernel takes FLOOR + max(F/PEAK, bytes/BANDWIDTH) on its clock."""
+
+    FLOOR, PEAK, BANDWIDTH = 4e-6, 500e12, 3e12
+    NAME, FREE = "NVIDIA H200", 24e9  # 24 GB free: the largest layer of the set does not fit
+
+    def __init__(self):
+        self.clock = 0.0
+        self.kernels = 0
+
+    def kernel(self, flops, nbytes):
+        self.clock += self.FLOOR + max(flops / self.PEAK, nbytes / self.BANDWIDTH)
+        self.kernels += 1
+
+
+class FakeDtype:
+    def __init__(self, name, size):
+        self.name, self.itemsize = name, size
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+class FakeTensor:
+    """Shapes and dtypes only: every operation is a kernel on the fake GPU's clock, and returns a new shape."""
+
+    def __init__(self, gpu, shape, dtype):
+        self.gpu, self.shape, self.dtype = gpu, tuple(int(n) for n in shape), dtype
+
+    @property
+    def nbytes(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * self.dtype.itemsize
+
+    def _new(self, shape, dtype=None):
+        return FakeTensor(self.gpu, shape, dtype or self.dtype)
+
+    def _elementwise(self, *others, flops_per_element=1):
+        out = self._new(self.shape)
+        self.gpu.kernel(flops_per_element * out.nbytes / out.dtype.itemsize,
+                        sum(t.nbytes for t in (self, *others) if isinstance(t, FakeTensor)) + out.nbytes)
+        return out
+
+    def __matmul__(self, other):
+        *batch, m, k = self.shape
+        n = other.shape[-1]
+        out = self._new((*batch, m, n))
+        rows = out.nbytes / out.dtype.itemsize / n
+        self.gpu.kernel(2 * rows * n * k, self.nbytes + other.nbytes + out.nbytes)
+        return out
+
+    def __add__(self, other):
+        return self._elementwise(other)
+
+    __mul__ = __rmul__ = __add__
+
+    def add_(self, value):
+        self.gpu.kernel(self.nbytes // self.dtype.itemsize, 2 * self.nbytes)
+        return self
+
+    def zero_(self):
+        self.gpu.kernel(0, self.nbytes)
+        return self
+
+    def fill_(self, value):
+        return self.zero_()
+
+    def copy_(self, other):
+        self.gpu.kernel(0, 2 * self.nbytes)
+        return self
+
+    def to(self, dtype):
+        return self._new(self.shape, dtype)
+
+    def t(self):
+        return self._new(self.shape[::-1])
+
+
+class FakeTorch(types.ModuleType):
+    """Just enough of ``torch`` for roofkit.measure.gpu: tensors, CUDA events, streams and graphs."""
+
+    def __init__(self, gpu: FakeGPU):
+        super().__init__("torch")
+        self.__version__ = "0.0-fake"
+        self.gpu = gpu
+        for name, size in (("bfloat16", 2), ("float16", 2), ("float32", 4), ("int8", 1), ("uint8", 1)):
+            setattr(self, name, FakeDtype(name, size))
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = gpu.clock
+
+            def elapsed_time(self, end):
+                return (end.t - self.t) * 1e3  # ms
+
+        class Graph:
+            def replay(self):
+                self.fn()
+
+        class GraphContext:
+            def __init__(self, graph):
+                self.graph = graph
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+        def graph(g):
+            # the capture runs the function once; remember the caller's function for replay
+            import inspect
+
+            frame = inspect.currentframe().f_back
+            g.fn = frame.f_locals["fn"]
+            return GraphContext(g)
+
+        props = types.SimpleNamespace(name=gpu.NAME, L2_cache_size=60 * 2**20)
+        self.cuda = types.SimpleNamespace(
+            is_available=lambda: True, get_device_name=lambda device=0: gpu.NAME, set_device=lambda d: None,
+            get_device_properties=lambda d: props, mem_get_info=lambda d=0: (gpu.FREE, 2 * gpu.FREE),
+            synchronize=lambda: None, empty_cache=lambda: None, Event=Event, CUDAGraph=Graph, graph=graph,
+            Stream=Stream, current_stream=lambda: Stream(), stream=lambda s: GraphContext(None))
+        F = types.SimpleNamespace(
+            rms_norm=lambda x, shape, w: x._elementwise(w, flops_per_element=4),
+            silu=lambda x: x._elementwise(flops_per_element=4),
+            scaled_dot_product_attention=lambda q, k, v, is_causal=False, enable_gqa=False: fake._sdpa(q, k, v))
+        self.nn = types.SimpleNamespace(functional=F)
+
+    def _sdpa(self, q, k, v):
+        B, H, s, d = q.shape
+        t = k.shape[2]
+        out = q._new(q.shape)
+        self.gpu.kernel(4 * B * H * s * t * d, q.nbytes + k.nbytes + v.nbytes + out.nbytes)
+        return out
+
+    def _make(self, size, dtype):
+        shape = size[0] if len(size) == 1 and isinstance(size[0], tuple) else size
+        return FakeTensor(self.gpu, shape, dtype or self.float32)
+
+    def device(self, kind, index=0):
+        return f"{kind}:{index}"
+
+    def randn(self, *size, device=None, dtype=None):
+        return self._make(size, dtype)
+
+    empty = zeros = ones = randn
+
+    def tensor(self, value, device=None):
+        return self._make((1,), self.float32)
+
+    def matmul(self, a, b, out=None):
+        return a @ b
+
+    def add(self, x, y, out=None):
+        return x + y
+
+    def sum(self, x, dim):
+        out = x._new(x.shape[:dim])
+        self.gpu.kernel(x.nbytes / x.dtype.itemsize, x.nbytes + out.nbytes)
+        return out
+
+    def softmax(self, x, dim):
+        return x._elementwise(flops_per_element=5)
+
+    def mv(self, W, x):
+        return (x._new((1, x.shape[0])) @ W.t())
+
+    def no_grad(self):
+        return contextlib.nullcontext()
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """A fake CUDA device behind ``import torch``: status() finds it, measure_gpu() measures it."""
+    device = FakeGPU()
+    monkeypatch.setitem(sys.modules, "torch", FakeTorch(device))
+    monkeypatch.setattr(gpu.importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(gpu, "_driver_present", lambda: True)
+    return device
+
+
+def test_fake_gpu_is_found_and_measured(fake_cuda):
+    ok, line = gpu.status()
+    assert ok and line == "GPU: NVIDIA H200"
+    result = gpu.measure_gpu(quick=True)
+    assert result.catalog == "h200"
+    assert set(result.peak_flops_per_s) == {"bf16", "fp16"}  # no torch._scaled_mm: no fp8, and a note says so
+    assert any(n.startswith("fp8: not measured") for n in result.notes)
+    # the achievable matmul rate of the biggest square (8192^3) and the copy, from the fake's own cost model
+    flops = formulas.gemm(8192, 8192, 8192).flops
+    assert result.peak_flops_per_s["bf16"] == pytest.approx(flops / (FakeGPU.FLOOR + flops / FakeGPU.PEAK))
+    assert result.bandwidth_bytes_per_s < FakeGPU.BANDWIDTH
+
+
+def test_fake_gpu_layers_have_the_dataset_s_format(fake_cuda):
+    from roofkit.measure import layers
+
+    result = gpu.measure_gpu(quick=True)
+    data = result.layers
+    shipped = layers.shipped("layers.json")
+    assert set(shipped) <= set(data) and data["catalog"] == "h200"
+    assert set(data["launch"]) == set(shipped["launch"])
+    assert set(data["cases"][0]) == set(shipped["cases"][0])
+    assert list(data["cases"][0]["ops_s"]) == list(shipped["cases"][0]["ops_s"]) == list(layers.OPS)
+    assert len(data["cases"]) == len(layers.LAYER_SET_QUICK)
+    # a tiny kernel costs the floor, on its own, in a stream and in a graph
+    for figure in ("gpu_stream_per_kernel_s", "single_kernel_event_s", "graph_per_kernel_s"):
+        assert data["launch"][figure] == pytest.approx(FakeGPU.FLOOR, rel=1e-6)
+    dataset = layers.load_layers(result.to_dict() | {"roofkit_profile": 1, "gpu": result.to_dict()})
+    assert dataset.roofs["bandwidth_bytes_per_s"] == result.bandwidth_bytes_per_s
+
+
+def test_measured_layers_calibrate_the_layer_model(fake_cuda, tmp_path, scratch_catalog):
+    """On the fake GPU every kernel costs FLOOR + its roofline time: the fit must find that floor."""
+    from roofkit import layertime
+
+    profile = tiny_run(gpu=True, quick=True)
+    assert profile.gpu and profile.gpu["layers"]["cases"]
+    path = profile.save(tmp_path / "mine.json")
+    cal = layertime.calibrate(path)
+    assert cal.device == "NVIDIA H200" and cal.catalog == "h200" and cal.cases == len(profile.gpu["layers"]["cases"])
+    assert cal.floor_s == pytest.approx(FakeGPU.FLOOR, rel=0.05)
+    for case in layertime.compare(path):
+        assert case["calibrated_ratio"] == pytest.approx(1, abs=0.03), case["label"]
+    # and the command line takes the profile
+    code = cli.main(["layer", "--model", "llama-3-8b", "--batch", "1", "--seq", "1", "--kv-seq", "8192",
+                     "--hw", "h200", "--calibrated", "--profile", str(path), "--json"])
+    assert code == 0
+
+
+def test_cases_too_big_for_the_gpu_are_skipped_with_a_note(fake_cuda):
+    from roofkit.measure import gpu as g, layers
+
+    timer = g._Timer(sys.modules["torch"], None)
+    data, notes = layers.measure_layers(sys.modules["torch"], timer, "cuda:0", quick=False,
+                                        free_bytes=FakeGPU.FREE)
+    measured = {(c["model"], c["batch"], c["seq"], c["kv_seq"]) for c in data["cases"]}
+    assert ("llama-2-7b", 256, 1, 4096) not in measured and len(measured) == len(layers.LAYER_SET) - 1
+    assert any("batch 256" in n and "skipped" in n for n in notes)

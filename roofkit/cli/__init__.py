@@ -9,10 +9,14 @@ traceback for a mistake in the input.
     roofkit hw show h100 --json
     roofkit cost gemm --m 4096 --n 4096 --k 4096 --dtype bf16 --hw h100
     roofkit cost elementwise --n 1e8 --flops-per-element 8 --reads 1 --writes 1 --dtype fp16 --hw h100
+    roofkit layer --model llama-3-8b --batch 1 --seq 1 --kv-seq 8192 --hw h200 --dtype bf16 --calibrated
     roofkit train --params 70B --tokens 15T --hw h100 --dtype bf16 --mfu 0.4 --gpus 8192 --usd-per-gpu-hour 2
     roofkit mfu --params 70B --tokens-per-s 3000 --gpus 1 --hw h100 --dtype bf16
+    roofkit comm all-reduce --bytes 1GB --gpus 8 --link hgx-h100
+    roofkit parallel --model llama-3-70b --hw h100 --gpus 1024 --tp 8 --pp 4 --zero 1 --global-batch-tokens 4M --seq 8192
     roofkit format bfloat16
     roofkit measure --quick --save my-machine.json
+    roofkit measure --comms comms.png --quick
     roofkit quiz check l03.ridge-bf16 "295 FLOP/byte"     (exit 0 right, 1 wrong, 2 unreadable)
     roofkit quiz hint l03.ridge-bf16 2
     roofkit assign 00 --name hw1 --roster roster.csv --secret-file course-secret.txt --out release/hw1
@@ -33,7 +37,7 @@ from ._common import EXIT_USAGE, Parser, human, json_flag
 __all__ = ["main", "build_parser", "human", "EXIT_USAGE"]
 
 # the order in which commands appear in `roofkit --help`
-_GROUPS = ("hardware", "cost", "training", "formats", "measure", "quiz", "course", "classroom")
+_GROUPS = ("hardware", "cost", "layer", "training", "comm", "parallel", "formats", "measure", "quiz", "course", "classroom")
 
 
 def build_parser() -> Parser:

@@ -18,6 +18,11 @@ says so in one line and nothing here is imported. The method is the
 Device-to-device copy bandwidth is the memory roof (a copy reads and writes
 every byte: 2 x size counted, as STREAM's copy). Each figure is shown as a %
 of the catalog's datasheet figure when the device's name matches an entry.
+
+Then whole bf16 decoder layers of catalog models, op by op and whole, and the
+launch figures of a tiny kernel (:mod:`roofkit.measure.layers`): the result,
+under ``layers``, has the format of the H200 dataset shipped with roofkit, and
+``roofkit layer --calibrated --profile PATH`` is calibrated on it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from .. import formulas, hardware, roofline
+from . import layers as _layers
 from .kernels import KernelResult, predict
 
 __all__ = ["status", "match_catalog", "GpuResult", "measure_gpu"]
@@ -103,6 +109,7 @@ class GpuResult:
     percent_of_datasheet: dict[str, float] = field(default_factory=dict)  # "peak.bf16", "bandwidth" -> %
     notes: list[str] = field(default_factory=list)
     l2_bytes: int | None = None
+    layers: dict | None = None  # whole layers, op by op, in the format of roofkit.measure.layers
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -239,6 +246,14 @@ def measure_gpu(quick: bool = False, progress=None, device_index: int = 0) -> Gp
                                         roofline.bound(F / Q, P, bandwidth)))
             del fn
             tick()
+
+    # 4. whole decoder layers, op by op and whole, and the launch figures (the per-kernel floor)
+    layer_data, layer_notes = _layers.measure_layers(torch, timer, device, quick, tick,
+                                                     free_bytes=torch.cuda.mem_get_info(device)[0])
+    layer_data["roofs"] = {"peak_flops_per_s": dict(peaks), "bandwidth_bytes_per_s": bandwidth}
+    if acc:
+        layer_data["catalog"] = acc.key
+    notes += layer_notes
     del flush
     torch.cuda.empty_cache()
 
@@ -254,9 +269,9 @@ def measure_gpu(quick: bool = False, progress=None, device_index: int = 0) -> Gp
                     k.achieved_flops_per_s, k.intensity, acc.peak("bf16"), acc.bandwidth))
     return GpuResult(name=props.name, catalog=acc.key if acc else None, peak_flops_per_s=peaks,
                      bandwidth_bytes_per_s=bandwidth, matmul=matmul, kernels=kernels,
-                     percent_of_datasheet=percent, notes=notes, l2_bytes=l2)
+                     percent_of_datasheet=percent, notes=notes, l2_bytes=l2, layers=layer_data)
 
 
 def steps(quick: bool) -> int:
     """How many progress ticks :func:`measure_gpu` makes (for the progress bar's total)."""
-    return len(PRECISIONS) * len(SHAPES_QUICK if quick else SHAPES) + 1 + 5 * 2
+    return len(PRECISIONS) * len(SHAPES_QUICK if quick else SHAPES) + 1 + 5 * 2 + _layers.steps(quick)

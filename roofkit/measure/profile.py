@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import hardware, roofline
 from ..errors import InvalidValue
+from ..units import positive
 from .kernels import KernelResult, format_table, prediction_table
 
 __all__ = ["Profile", "load_profile", "FORMAT"]
@@ -74,7 +75,7 @@ class Profile:
                 "source": self.source,
                 "peak_tflops": {p: v / 1e12 for p, v in self.peak_flops_per_s.items()},
                 "bandwidth_tb_s": self.bandwidth_bytes_per_s / 1e12,
-                "l2_mb": self.llc_bytes / 1e6,
+                **({"l2_mb": self.llc_bytes / 1e6} if self.llc_bytes else {}),  # 0: the cache was not found
                 "compute_units": self.threads,
                 "compute_unit_name": "thread",
                 "notes": [f"{self.cpu}; {self.threads} threads; last-level cache from {self.cache_source}",
@@ -180,6 +181,12 @@ class Profile:
                           if f"kernel.{k.label}" in g["percent_of_datasheet"]]
                 if shares:
                     lines.append("  % of the datasheet roofline: " + ", ".join(shares))
+            if g.get("layers"):
+                layers, launch = g["layers"], g["layers"].get("launch", {})
+                lines.append(f"  layers: {len(layers['cases'])} bf16 decoder layers timed op by op and whole; "
+                             f"a tiny kernel takes {launch.get('single_kernel_event_s', 0) * 1e6:.3g} µs alone, "
+                             f"{launch.get('graph_per_kernel_s', 0) * 1e6:.3g} µs in a CUDA graph")
+                lines.append("  predict with them: roofkit layer --calibrated --profile PATH (the saved profile)")
             lines += [f"  note: {n}" for n in g["notes"]]
         if self.elapsed_s is not None:
             lines.append(f"measured in {self.elapsed_s:.1f} s")
@@ -202,8 +209,21 @@ class Profile:
         missing = {"host", "date", "peak_flops_per_s", "bandwidth_bytes_per_s"} - set(data)
         if missing:
             raise InvalidValue(f"the profile lacks {', '.join(sorted(missing))}.")
+        peaks, kernels, gpu = data["peak_flops_per_s"], data.get("kernels", []), data.get("gpu")
+        if not isinstance(peaks, dict) or not peaks:
+            raise InvalidValue("the profile's peak_flops_per_s must map precisions to FLOP/s, e.g. {\"fp64\": 1e11}.")
+        for precision, value in peaks.items():
+            positive(value, f"peak_flops_per_s[{precision!r}]")
+        positive(data["bandwidth_bytes_per_s"], "bandwidth_bytes_per_s")
+        if not isinstance(kernels, list) or (gpu is not None and not isinstance(gpu, dict)):
+            raise InvalidValue("the profile's kernels must be a list and its gpu an object, as `roofkit measure` "
+                               "writes them.")
         fields = {k: v for k, v in data.items() if k in names}
-        fields["kernels"] = [KernelResult.from_dict(k) for k in data.get("kernels", [])]
+        try:
+            fields["kernels"] = [KernelResult.from_dict(k) for k in kernels]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise InvalidValue("a kernel in the profile is not what `roofkit measure` writes "
+                               f"(each needs {', '.join(KernelResult.__dataclass_fields__)}).") from None
         defaults = {"cpu": "unknown CPU", "vendor": "unknown", "threads": 1, "quick": False,
                     "llc_bytes": 0, "l2_bytes": 0, "cache_source": "unknown"}
         return cls(**(defaults | fields))

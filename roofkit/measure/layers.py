@@ -1,0 +1,368 @@
+"""Whole decoder layers timed on a GPU, op by op and whole: the data :mod:`roofkit.layertime` is calibrated on.
+
+The format is the one of ``roofkit/data/measured/h200-2026-11-30/layers.json``
+(one H200, 2026-11-30, PyTorch 2.11, CUDA events, L2 flushed before each run):
+
+    {"device", "torch", "date", "method",
+     "launch": {host_per_launch_s, gpu_stream_per_kernel_s, single_kernel_event_s, graph_per_kernel_s},
+     "cases": [{model, d, H, KV, ff, head_dim, batch, seq, kv_seq, causal,
+                ops_s: {norm1, qkv, attn, out, residual1, norm2, mlp.up, mlp.gate, mlp.act, mlp.down, residual2},
+                layer_s, layer_graph_s, layer_wall_s}],
+     "roofs": {peak_flops_per_s: {bf16: ...}, bandwidth_bytes_per_s}, "catalog": "h200"}   (optional)
+
+    >>> data = load_layers()                      # the H200 dataset shipped with roofkit
+    >>> data.device, len(data.cases)
+    ('NVIDIA H200', 9)
+    >>> data.cases[2].label
+    'llama-2-7b decode, batch 1, 2048 cached'
+
+:func:`measure_layers` writes the same format on any CUDA GPU, through
+PyTorch; ``roofkit measure`` runs it and keeps the result in its profile
+(``profile.gpu["layers"]``), which :func:`load_layers` reads too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import InvalidValue
+
+__all__ = ["LayerCase", "LayerDataset", "load_layers", "shipped", "SHIPPED", "OPS", "LAYER_SET", "LAYER_SET_QUICK",
+           "measure_layers", "measure_launch"]
+
+SHIPPED = "h200-2026-11-30"  # the folder under roofkit/data/measured/
+OPS = ("norm1", "qkv", "attn", "out", "residual1", "norm2", "mlp.up", "mlp.gate", "mlp.act", "mlp.down", "residual2")
+# (catalog model, batch, seq, kv_seq): kv_seq None is a causal prefill of seq tokens
+LAYER_SET = (("llama-2-7b", 1, 2048, None), ("llama-2-7b", 8, 2048, None), ("llama-2-7b", 1, 1, 2048),
+             ("llama-2-7b", 16, 1, 2048), ("llama-2-7b", 64, 1, 2048), ("llama-2-7b", 256, 1, 4096),
+             ("llama-3-8b", 1, 512, None), ("llama-3-8b", 1, 1, 8192), ("llama-3-8b", 128, 1, 2048))
+LAYER_SET_QUICK = (("llama-3-8b", 1, 512, None), ("llama-3-8b", 1, 1, 8192), ("llama-2-7b", 16, 1, 2048))
+_LAUNCH = ("host_per_launch_s", "gpu_stream_per_kernel_s", "single_kernel_event_s", "graph_per_kernel_s")
+
+
+@dataclass(frozen=True)
+class LayerCase:
+    """One layer measured: its shape, its batch and sequence, each op's time and the whole layer's (s)."""
+
+    model: str
+    d: int
+    H: int
+    KV: int
+    ff: int
+    head_dim: int
+    batch: int
+    seq: int
+    kv_seq: int
+    causal: bool
+    ops_s: dict[str, float]
+    layer_s: float
+    layer_graph_s: float | None = None
+    layer_wall_s: float | None = None
+
+    @property
+    def decode(self) -> bool:
+        """One new token per sequence against a cache (not causal); else a causal prefill."""
+        return not self.causal
+
+    @property
+    def label(self) -> str:
+        if self.decode:
+            return f"{self.model} decode, batch {self.batch}, {self.kv_seq} cached"
+        return f"{self.model} prefill, {'' if self.batch == 1 else f'{self.batch} x '}{self.seq} tokens"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "case") -> "LayerCase":
+        required = ("model", "d", "H", "KV", "ff", "head_dim", "batch", "seq", "kv_seq", "causal", "ops_s", "layer_s")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise InvalidValue(f"{where} lacks {', '.join(missing)} (see roofkit.measure.layers for the format).")
+        fields = {k: data.get(k) for k in cls.__dataclass_fields__}
+        for k in ("d", "H", "KV", "ff", "head_dim", "batch", "seq", "kv_seq"):
+            if isinstance(fields[k], bool) or not isinstance(fields[k], int) or fields[k] < 1:
+                raise InvalidValue(f"{where}: {k} must be a whole number of at least 1; got {fields[k]!r}.")
+        for k in ("layer_s", "layer_graph_s", "layer_wall_s"):
+            value = fields[k]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise InvalidValue(f"{where}: {k} must be a time in seconds greater than 0; got {value!r}.")
+        if not isinstance(fields["ops_s"], dict):
+            raise InvalidValue(f"{where}: ops_s must map op names to seconds.")
+        return cls(**fields)
+
+
+@dataclass
+class LayerDataset:
+    """A set of measured layers on one device, with its launch figures and (when known) its achievable roofs."""
+
+    device: str
+    cases: list[LayerCase]
+    launch: dict[str, float] = field(default_factory=dict)
+    torch: str = ""
+    date: str = ""
+    method: str = ""
+    roofs: dict | None = None  # {"peak_flops_per_s": {precision: FLOP/s}, "bandwidth_bytes_per_s": B/s}
+    catalog: str | None = None  # the catalog key of the device, when one matches
+    source: str = ""  # where this dataset was read from
+
+    def to_dict(self) -> dict:
+        """The layers.json format (``source`` left out: it says where a file was read from)."""
+        data = {"device": self.device, "torch": self.torch, "date": self.date, "method": self.method,
+                "launch": dict(self.launch), "cases": [c.to_dict() for c in self.cases]}
+        if self.roofs:
+            data["roofs"] = self.roofs
+        if self.catalog:
+            data["catalog"] = self.catalog
+        return data
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        try:
+            path.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        except OSError as error:
+            raise InvalidValue(f"cannot write the layers to {str(path)!r}: {error.strerror or error}.") from None
+        return path
+
+
+def shipped(file: str = "layers.json", name: str = SHIPPED):
+    """A file of a dataset shipped with roofkit, parsed if it is JSON (``oracle.json``, ``compiled.json``, ...)."""
+    folder = resources.files("roofkit").joinpath("data", "measured", name)
+    if not folder.is_dir():
+        raise InvalidValue(f"No shipped dataset {name!r}; roofkit ships: {SHIPPED}.")
+    target = folder.joinpath(file)
+    if not target.is_file():
+        have = sorted(p.name for p in folder.iterdir())
+        raise InvalidValue(f"The dataset {name!r} has no file {file!r}; it has: {', '.join(have)}.")
+    text = target.read_text(encoding="utf-8")
+    return json.loads(text) if file.endswith(".json") else text
+
+
+def _from_document(data: dict, source: str, extras: tuple = (None, None)) -> LayerDataset:
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list) or not data["cases"]:
+        raise InvalidValue(f"{source} is not a layers dataset (expected a JSON object with a list of \"cases\", "
+                           "as in roofkit/data/measured/h200-2026-11-30/layers.json).")
+    cases = [LayerCase.from_dict(c, f"{source}: case {i}") for i, c in enumerate(data["cases"])]
+    launch = {k: v for k, v in (data.get("launch") or {}).items() if k in _LAUNCH}
+    return LayerDataset(device=str(data.get("device", "unknown GPU")), cases=cases, launch=launch,
+                        torch=str(data.get("torch", "")), date=str(data.get("date", "")),
+                        method=str(data.get("method", "")), roofs=data.get("roofs") or extras[0],
+                        catalog=data.get("catalog") or extras[1], source=source)
+
+
+def _profile_extras(profile: dict) -> tuple[dict | None, str | None]:
+    """(the GPU roofs, the catalog key) of a roofkit profile, where it has them."""
+    gpu = profile.get("gpu") if isinstance(profile, dict) else None
+    if not gpu or "peak_flops_per_s" not in gpu or "bandwidth_bytes_per_s" not in gpu:
+        return None, None
+    roofs = {"peak_flops_per_s": dict(gpu["peak_flops_per_s"]), "bandwidth_bytes_per_s": gpu["bandwidth_bytes_per_s"]}
+    return roofs, gpu.get("catalog")
+
+
+def load_layers(source=None) -> LayerDataset:
+    """A layers dataset: the shipped H200 one (``None``), a path, or a dict.
+
+    A path may be a layers.json file, a folder holding layers.json (and
+    measure.json, whose GPU roofs come along), or a profile saved by
+    ``roofkit measure --save`` on a GPU (its ``gpu.layers``).
+    """
+    if source is None:
+        return _from_document(shipped("layers.json"), f"roofkit's {SHIPPED} dataset",
+                              _profile_extras(shipped("measure.json")))
+    if isinstance(source, LayerDataset):
+        return source
+    if isinstance(source, dict):
+        return _from_profile_or_layers(source, "the given dict")
+    path = Path(source)
+    extras = (None, None)
+    if path.is_dir():
+        if (path / "measure.json").is_file():
+            extras = _profile_extras(_read_json(path / "measure.json"))
+        path = path / "layers.json"
+    dataset = _from_profile_or_layers(_read_json(path), str(path))
+    if dataset.roofs is None:
+        dataset.roofs, dataset.catalog = extras[0], dataset.catalog or extras[1]
+    return dataset
+
+
+def _from_profile_or_layers(data, source: str) -> LayerDataset:
+    if isinstance(data, dict) and "roofkit_profile" in data:
+        gpu = data.get("gpu") or {}
+        if not gpu.get("layers"):
+            raise InvalidValue(f"{source} is a roofkit profile without measured layers (it needs a GPU run: "
+                               "`roofkit measure --save PATH` on a machine where PyTorch sees a CUDA device).")
+        return _from_document(gpu["layers"], source, _profile_extras(data))
+    return _from_document(data, source)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidValue(f"No layers dataset at {str(path)!r}; write one with `roofkit measure --save PATH` "
+                           "on a GPU.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidValue(f"{str(path)!r} is not valid JSON: {error}.") from None
+
+
+# --- measuring, through PyTorch on a CUDA device ------------------------------------------------------------
+
+
+def _case_bytes(shape, batch: int, seq: int, kv_seq: int) -> int:
+    """A generous estimate of the memory one case needs (weights, KV cache, activations), bf16."""
+    weights = shape.params_per_layer
+    cache = 2 * batch * shape.kv_heads * kv_seq * shape.head_dim
+    activations = 8 * batch * seq * max(shape.d_ff, shape.d_model + 2 * shape.kv_heads * shape.head_dim)
+    return 2 * (weights + cache + activations)
+
+
+def _layer_ops(torch, shape, batch: int, seq: int, kv_seq: int, causal: bool, device) -> dict:
+    """The 11 eager ops of one bf16 layer, as callables over tensors of their real shapes."""
+    F = torch.nn.functional
+    bf16 = torch.bfloat16
+    d, H, KV, ff, dh = shape.d_model, shape.heads, shape.kv_heads, shape.d_ff, shape.head_dim
+
+    def randn(*size, scale=1.0):
+        return torch.randn(*size, device=device, dtype=bf16) * scale
+
+    x = randn(batch, seq, d)
+    w1, w2 = torch.ones(d, device=device, dtype=bf16), torch.ones(d, device=device, dtype=bf16)
+    w_qkv, w_out = randn(d, H * dh + 2 * KV * dh, scale=0.02), randn(H * dh, d, scale=0.02)
+    w_up, w_gate, w_down = randn(d, ff, scale=0.02), randn(d, ff, scale=0.02), randn(ff, d, scale=0.02)
+    q = randn(batch, H, seq, dh)
+    k, v = randn(batch, KV, kv_seq, dh), randn(batch, KV, kv_seq, dh)  # the cache, or this prefill's keys
+    o = randn(batch, seq, H * dh)
+    gqa = {"enable_gqa": True} if KV < H else {}
+    s = {"x": x}  # the activations flow from op to op, as in a model; attention reads q, k, v of its shapes
+
+    def op(name, fn):
+        def run():
+            s[name] = fn()
+        return run
+
+    return {
+        "norm1": op("norm1", lambda: F.rms_norm(s["x"], (d,), w1)),
+        "qkv": op("qkv", lambda: s["norm1"] @ w_qkv),
+        "attn": op("attn", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)),
+        "out": op("out", lambda: o @ w_out),
+        "residual1": op("residual1", lambda: s["x"] + s["out"]),
+        "norm2": op("norm2", lambda: F.rms_norm(s["residual1"], (d,), w2)),
+        "mlp.up": op("mlp.up", lambda: s["norm2"] @ w_up),
+        "mlp.gate": op("mlp.gate", lambda: s["norm2"] @ w_gate),
+        "mlp.act": op("mlp.act", lambda: F.silu(s["mlp.gate"]) * s["mlp.up"]),
+        "mlp.down": op("mlp.down", lambda: s["mlp.act"] @ w_down),
+        "residual2": op("residual2", lambda: s["residual1"] + s["mlp.down"]),
+    }
+
+
+def _graph(torch, fn):
+    """``fn`` captured as a CUDA graph (warmed up on a side stream first, as PyTorch asks); its replay."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def _wall(torch, fn, n: int) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / n
+
+
+def measure_launch(torch, timer, device, n: int = 200) -> dict[str, float]:
+    """The launch figures: what a tiny kernel costs on the CPU, in a stream, alone, and in a CUDA graph."""
+    one = torch.zeros(1, device=device)
+
+    def tiny():
+        one.add_(1)
+
+    tiny()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        tiny()
+    host = (time.perf_counter() - start) / n
+    torch.cuda.synchronize()
+
+    def stream():
+        for _ in range(n):
+            tiny()
+
+    replay = _graph(torch, stream)
+    return {"host_per_launch_s": host,
+            "gpu_stream_per_kernel_s": timer.median(stream, 5, warmup=1, flush=False) / n,
+            "single_kernel_event_s": timer.median(tiny, 15, warmup=3, flush=False),
+            "graph_per_kernel_s": timer.median(replay, 5, warmup=1, flush=False) / n}
+
+
+def measure_layers(torch, timer, device, quick: bool = False, progress=None, free_bytes: float | None = None,
+                   layer_set=None) -> tuple[dict, list[str]]:
+    """Time the layer set op by op and whole on ``device``; (a layers.json document, notes).
+
+    ``timer.median(fn, iters, warmup, flush)`` times with CUDA events and an L2
+    flush before each run (roofkit.measure.gpu's timer). Cases that do not fit
+    in ``free_bytes`` are skipped, with a note.
+    """
+    from .. import models
+
+    tick = progress or (lambda: None)
+    iters, walls = (5, 10) if quick else (15, 50)
+    notes, cases = [], []
+    for key, batch, seq, kv_seq in layer_set or (LAYER_SET_QUICK if quick else LAYER_SET):
+        shape = models.get(key)
+        causal = kv_seq is None
+        kv = seq if causal else kv_seq
+        if free_bytes is not None and _case_bytes(shape, batch, seq, kv) > 0.6 * free_bytes:
+            notes.append(f"layers: {key} batch {batch} seq {seq} kv_seq {kv} skipped (does not fit in memory)")
+            tick()
+            continue
+        ops = _layer_ops(torch, shape, batch, seq, kv, causal, device)
+
+        def layer():
+            for run in ops.values():
+                run()
+
+        with torch.no_grad():
+            ops_s = {name: timer.median(run, iters, warmup=3) for name, run in ops.items()}
+            layer_s = timer.median(layer, iters, warmup=3)
+            try:
+                layer_graph_s = timer.median(_graph(torch, layer), iters, warmup=3)
+            except Exception as error:  # noqa: BLE001 - some builds cannot capture every op; keep the rest
+                layer_graph_s = None
+                notes.append(f"layers: no CUDA graph for {key} ({type(error).__name__})")
+            layer_wall_s = _wall(torch, layer, walls)
+        cases.append({"model": key, "d": shape.d_model, "H": shape.heads, "KV": shape.kv_heads, "ff": shape.d_ff,
+                      "head_dim": shape.head_dim, "batch": batch, "seq": seq, "kv_seq": kv, "causal": causal,
+                      "ops_s": ops_s, "layer_s": layer_s, "layer_graph_s": layer_graph_s,
+                      "layer_wall_s": layer_wall_s})
+        del ops
+        torch.cuda.empty_cache()
+        tick()
+    with torch.no_grad():
+        launch = measure_launch(torch, timer, device)
+    tick()
+    document = {"device": torch.cuda.get_device_name(device), "torch": str(torch.__version__),
+                "date": time.strftime("%Y-%m-%d"),
+                "method": f"roofkit measure: CUDA events around each op and each layer (median of {iters} after "
+                          "3 warm-ups), the L2 flushed before each timed run; bf16 weights and activations; "
+                          "torch eager ops as listed in ops_s", "launch": launch, "cases": cases}
+    return document, notes
+
+
+def steps(quick: bool) -> int:
+    """Progress ticks of :func:`measure_layers`: one per case, one for the launch figures."""
+    return len(LAYER_SET_QUICK if quick else LAYER_SET) + 1
+

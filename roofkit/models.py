@@ -1,0 +1,219 @@
+"""The model catalog: the shapes of named transformers, each number with its source.
+
+    >>> from roofkit import models
+    >>> llama = models.get("Llama-3-8B")
+    >>> llama.layers, llama.d_model, llama.heads, llama.kv_heads, llama.d_ff
+    (32, 4096, 32, 8, 14336)
+    >>> round(llama.params / 1e9, 2)
+    8.03
+    >>> llama.source("d_ff")
+    'Hugging Face meta-llama/Meta-Llama-3-8B, config.json, https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json'
+
+The figures live in ``data/models.toml``; this module only reads them and
+counts. Names are looked up like accelerators (:mod:`roofkit.hardware`):
+case-insensitive, spaces, dashes and underscores ignored, aliases such as the
+Hugging Face repository id (``"meta-llama/Llama-2-7b-hf"``); an unknown name is
+an :class:`UnknownModel` error that suggests the closest ones.
+
+The parameter count is computed from the shape, never stored: the weight
+matrices of every layer (:func:`roofkit.formulas.transformer_layer_params`),
+the embeddings, the output layer unless it is tied, and the final norm.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+
+from .errors import InvalidValue, UnknownName
+from .hardware import normalize
+
+__all__ = ["Model", "UnknownModel", "get", "catalog", "names"]
+
+MLPS = ("swiglu", "gelu")
+NORMS = ("rmsnorm", "layernorm")
+_REQUIRED = ("layers", "d_model", "heads", "d_ff", "vocab")
+# optional fields -> default; add a field here, to Model, and to data/models.toml's header
+_OPTIONAL = {"kv_heads": None, "head_dim": None, "mlp": "swiglu", "norm": "rmsnorm", "bias": False,
+             "tied_embeddings": False, "positions": 0, "context": None}
+_TEXT = ("name", "aliases", "source", "sources", "notes")
+
+
+class UnknownModel(UnknownName):
+    kind = "model"
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model's shape. Sizes are counts (layers, heads) or vector widths (d_model, d_ff).
+
+    ``kv_heads`` < ``heads`` is grouped-query attention (GQA), 1 is multi-query
+    (MQA). ``sources`` maps every figure's field name to where it comes from.
+    """
+
+    key: str
+    name: str
+    layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    vocab: int
+    mlp: str = "swiglu"
+    tied_embeddings: bool = False
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    norm: str = "rmsnorm"
+    bias: bool = False
+    positions: int = 0
+    context: int | None = None
+
+    @property
+    def gated(self) -> bool:
+        """True for a gated MLP (SwiGLU: a gate and an up projection)."""
+        return self.mlp == "swiglu"
+
+    @property
+    def params_per_layer(self) -> int:
+        """Weights of one decoder layer: attention and MLP matrices, biases, norms."""
+        from .formulas import transformer_layer_params
+
+        return int(transformer_layer_params(self.d_model, self.heads, self.d_ff, gated=self.gated,
+                                            kv_heads=self.kv_heads, head_dim=self.head_dim, bias=self.bias,
+                                            layernorm=self.norm == "layernorm"))
+
+    @property
+    def embedding_params(self) -> int:
+        """Token embeddings, learned position embeddings, and the output layer unless it is tied."""
+        tables = self.vocab * (1 if self.tied_embeddings else 2) + self.positions
+        return tables * self.d_model
+
+    @property
+    def params(self) -> int:
+        """Total parameters: layers x params_per_layer + embeddings + the final norm."""
+        final_norm = self.d_model * (2 if self.norm == "layernorm" else 1)
+        return self.layers * self.params_per_layer + self.embedding_params + final_norm
+
+    def source(self, figure: str) -> str:
+        """Where ``figure`` ('d_ff', 'kv_heads', ...) comes from."""
+        return self.sources.get(figure, self.sources.get("*", "unknown"))
+
+    def layer_ops(self, batch, seq, kv_seq=None, dtype="bf16", fused_attention=True, causal=None):
+        """The kernels of one decoder layer of this model (:func:`roofkit.formulas.transformer_layer_ops`).
+
+        ``kv_seq=None`` is a prefill of ``seq`` tokens (causal unless ``causal=False``);
+        ``seq=1, kv_seq=K`` is one decode step with K cached tokens.
+        """
+        from .formulas import transformer_layer_ops
+
+        if causal is None:
+            causal = kv_seq is None
+        return transformer_layer_ops(batch, seq, self.d_model, self.heads, self.d_ff, dtype, gated=self.gated,
+                                     fused_attention=fused_attention, kv_seq=kv_seq, kv_heads=self.kv_heads,
+                                     head_dim=self.head_dim, causal=causal)
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key, "name": self.name, "layers": self.layers, "d_model": self.d_model,
+            "heads": self.heads, "kv_heads": self.kv_heads, "head_dim": self.head_dim, "d_ff": self.d_ff,
+            "vocab": self.vocab, "mlp": self.mlp, "norm": self.norm, "bias": self.bias,
+            "tied_embeddings": self.tied_embeddings, "positions": self.positions, "context": self.context,
+            "params": self.params, "params_per_layer": self.params_per_layer,
+            "aliases": list(self.aliases), "sources": dict(self.sources), "notes": list(self.notes),
+        }
+
+
+def _count(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidValue(f"{where} must be a whole number of at least 1; got {value!r}.")
+    return value
+
+
+def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
+    where = f"model {key!r}"
+    known = {*_REQUIRED, *_OPTIONAL, *_TEXT}
+    unknown = set(table) - known
+    if unknown:
+        raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
+    missing = [f for f in _REQUIRED if f not in table]
+    if missing:
+        raise InvalidValue(f"{where}: needs {', '.join(missing)}.")
+    if "source" not in table:
+        raise InvalidValue(f"{where}: needs a source (every figure must say where it comes from).")
+    values = {f: _count(table[f], f"{where}: {f}") for f in _REQUIRED}
+    values |= {f: table.get(f, default) for f, default in _OPTIONAL.items()}
+    heads = values["heads"]
+    values["kv_heads"] = _count(values["kv_heads"] or heads, f"{where}: kv_heads")
+    if heads % values["kv_heads"]:
+        raise InvalidValue(f"{where}: heads ({heads}) must be a multiple of kv_heads ({values['kv_heads']}).")
+    if values["head_dim"] is None:
+        if values["d_model"] % heads:
+            raise InvalidValue(f"{where}: d_model ({values['d_model']}) is not a multiple of heads ({heads}); "
+                               "give head_dim.")
+        values["head_dim"] = values["d_model"] // heads
+    values["head_dim"] = _count(values["head_dim"], f"{where}: head_dim")
+    for name, choices in (("mlp", MLPS), ("norm", NORMS)):
+        if values[name] not in choices:
+            raise InvalidValue(f"{where}: {name} = {values[name]!r}; expected one of: {', '.join(choices)}.")
+    for flag in ("bias", "tied_embeddings"):
+        if not isinstance(values[flag], bool):
+            raise InvalidValue(f"{where}: {flag} must be true or false; got {values[flag]!r}.")
+    if isinstance(values["positions"], bool) or not isinstance(values["positions"], int) or values["positions"] < 0:
+        raise InvalidValue(f"{where}: positions must be a whole number >= 0; got {values['positions']!r}.")
+    if values["context"] is not None:
+        _count(values["context"], f"{where}: context")
+
+    cite = lambda source_id: sources.get(source_id, source_id)  # noqa: E731
+    cited = {"*": cite(table["source"])}
+    cited |= {f: cited["*"] for f in (*_REQUIRED, *_OPTIONAL) if f in table}
+    cited |= {f: cite(s) for f, s in table.get("sources", {}).items()}
+    return Model(key=key, name=table.get("name", key), aliases=tuple(table.get("aliases", ())),
+                 sources=cited, notes=tuple(table.get("notes", ())), **values)
+
+
+_catalog: dict[str, Model] | None = None
+_index: dict[str, str] = {}
+
+
+def _load() -> dict[str, Model]:
+    global _catalog
+    if _catalog is None:
+        text = resources.files("roofkit").joinpath("data/models.toml").read_text(encoding="utf-8")
+        document = tomllib.loads(text)
+        sources = document.pop("sources", {})
+        catalog_: dict[str, Model] = {}
+        index: dict[str, str] = {}
+        for key, table in document.items():
+            model = _from_table(key, table, sources)
+            for spelling in (model.key, model.name, *model.aliases):
+                owner = index.setdefault(normalize(spelling), key)
+                if owner != key:
+                    raise InvalidValue(f"the name {spelling!r} belongs to both {owner!r} and {key!r}.")
+            catalog_[key] = model
+        _index.update(index)
+        _catalog = catalog_
+    return _catalog
+
+
+def get(name: str | Model) -> Model:
+    """The model called ``name`` (or an alias); UnknownModel lists the closest names."""
+    if isinstance(name, Model):
+        return name
+    catalog_ = _load()
+    if isinstance(name, str) and normalize(name) in _index:
+        return catalog_[_index[normalize(name)]]
+    spellings = {alias: m.key for m in catalog_.values() for alias in (m.name, *m.aliases)}
+    raise UnknownModel(name, catalog_, spellings)
+
+
+def catalog() -> list[Model]:
+    """Every model, in catalog order."""
+    return list(_load().values())
+
+
+def names() -> list[str]:
+    """The catalog's keys."""
+    return list(_load())
