@@ -11,6 +11,10 @@ def cmd_measure(args) -> None:
     from .. import measure
     from ..errors import InvalidValue
 
+    if args.comms:  # processes exchanging messages instead of the roofline
+        from ..measure.comms import cli_run
+
+        return emit(args, *cli_run(args.quick, args.comms if isinstance(args.comms, str) else None, args.save))
     if args.save and not Path(args.save).resolve().parent.is_dir():  # fail before a minute of measuring
         raise InvalidValue(f"--save: the folder of {args.save!r} does not exist.")
     profile = measure.run(quick=args.quick, threads=args.threads, progress=not getattr(args, "json", False))
@@ -27,4 +31,7 @@ def register(sub, common) -> None:
     measure.add_argument("--quick", action="store_true", help="fewer sizes and runs: seconds instead of a minute")
     measure.add_argument("--save", metavar="PATH", help="write the profile as JSON (load it with measure.load_profile)")
     measure.add_argument("--threads", type=int, help="CPU threads to use (default: all available)")
+    measure.add_argument("--comms", nargs="?", const=True, metavar="PLOT.png",
+                         help="measure point-to-point and all-reduce between processes, fit alpha and beta; "
+                              "save the plot to PLOT.png if given")
     measure.set_defaults(func=cmd_measure)

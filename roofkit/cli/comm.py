@@ -1,0 +1,90 @@
+"""roofkit comm COLLECTIVE: the time, algorithm bandwidth and bus bandwidth of a collective on a link."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from ._common import count, emit, human, table
+
+_WITH_UNIT = re.compile(r"^\s*([0-9.]+(?:e[-+]?\d+)?)\s*([kmgtp])(i?)b\s*$", re.I)
+
+
+def _bytes(text):
+    """An argparse type: '1e9', '256M' (x1e6), '1GB' (x1e9) or '1GiB' (x2**30) -> bytes."""
+    from ..errors import RoofkitError
+    from ..units import size
+
+    match = _WITH_UNIT.match(text)
+    try:
+        if match:
+            number, prefix, binary = match.groups()
+            base = 1024 if binary else 1000
+            return size(float(number) * base ** ("kmgtp".index(prefix.lower()) + 1), "bytes")
+        return size(text, "bytes")
+    except (RoofkitError, ValueError):
+        raise argparse.ArgumentTypeError(f"bytes must be a size such as 4096, 1e9, 256M, 1GB or 1GiB; "
+                                         f"got {text!r}.") from None
+
+
+def _link_row(link, used) -> tuple[str, str]:
+    return ("link", f"{link.name}: quoted {link.quoted:g} {link.quoted_unit} {link.scope}, {link.direction} "
+                    f"-> {human(used, 'B/s')} per direction per GPU")
+
+
+def _hierarchical(args) -> None:
+    from .. import comms, links
+    from ..errors import InvalidValue
+
+    intra, inter = links.get(args.link), links.get(args.inter)
+    node = intra.gpus
+    if node is None:
+        domains = ", ".join(x.key for x in links.catalog() if x.gpus and x.role == "scale-up")
+        raise InvalidValue(f"--link {intra.key} has no fixed number of GPUs per node; with --inter choose a "
+                           f"domain: {domains}.")
+    if args.gpus % node:
+        raise InvalidValue(f"--gpus {args.gpus} is not a whole number of {intra.key} nodes of {node} GPUs.")
+    result = comms.hierarchical(args.collective, args.bytes, node, args.gpus // node, intra, inter)
+    data = result.to_dict() | {
+        "link": intra.to_dict() | {"bandwidth_used_bytes_per_s": intra.collective_bandwidth},
+        "inter": inter.to_dict() | {"bandwidth_used_bytes_per_s": inter.collective_bandwidth}}
+    rows = [("collective", f"{result.collective}, {args.gpus} GPUs = {result.nodes} nodes x {node}, hierarchical"),
+            _link_row(intra, intra.collective_bandwidth),
+            ("between nodes", _link_row(inter, inter.collective_bandwidth)[1])]
+    rows += [(f"  {level}: {p.collective}", f"{human(p.time_s, 's')} over {p.gpus} GPUs")
+             for level, p in result.phases]
+    rows += [("time", human(result.time_s, "s")), ("algbw", human(result.algbw, "B/s")),
+             ("busbw", human(result.busbw, "B/s"))]
+    emit(args, data, table(rows))
+
+
+def cmd_comm(args) -> None:
+    from .. import comms
+
+    if args.inter:
+        return _hierarchical(args)
+    result = comms.collective(args.collective, args.bytes, args.gpus, args.link, args.algorithm)
+    rows = [("collective", f"{result.collective} ({result.algorithm}), {human(result.size_bytes, 'B')}, "
+                           f"{result.gpus} GPUs"),
+            _link_row(result.link, result.bandwidth_bytes_per_s),
+            ("time", f"{human(result.time_s, 's')} = latency {human(result.latency_s, 's')} "
+                     f"+ transfer {human(result.transfer_s, 's')}"),
+            ("algbw", f"{human(result.algbw, 'B/s')}  (bytes / time)"),
+            ("busbw", f"{human(result.busbw, 'B/s')}  (nccl-tests: comparable with the link's per-direction figure)"),
+            ("latency-bound", f"{'yes' if result.latency_bound else 'no'}; below "
+                              f"{human(result.latency_bound_below_bytes, 'B')} it would be")]
+    emit(args, result.to_dict(), table(rows))
+
+
+def register(sub, common) -> None:
+    comm = sub.add_parser("comm", help="time, algbw and busbw of a collective on a link (alpha-beta model)",
+                          parents=[common])
+    comm.add_argument("collective", help="all-reduce, all-gather, reduce-scatter, all-to-all, broadcast, reduce, p2p")
+    comm.add_argument("--bytes", required=True, type=_bytes,
+                      help="buffer size as nccl-tests counts it: 1e9, 256M, 1GB, 1GiB")
+    comm.add_argument("--gpus", required=True, type=count("gpus"), help="GPUs taking part")
+    comm.add_argument("--link", required=True, help="a link from the catalog: hgx-h100, nvlink4, ib-ndr, pcie5, ...")
+    comm.add_argument("--algorithm", choices=("ring", "tree"), default="ring",
+                      help="all-reduce algorithm (default ring)")
+    comm.add_argument("--inter", metavar="LINK", help="hierarchical: --link inside each node, this link between nodes")
+    comm.set_defaults(func=cmd_comm)

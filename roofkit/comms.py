@@ -1,0 +1,449 @@
+"""Collectives with the α-β (latency-bandwidth) model: time, algorithm and bus bandwidth.
+
+Each of n GPUs sends in ``steps`` rounds; a round costs α (latency: software,
+switches, wires), and the bytes each GPU sends cost 1/β a byte::
+
+    T = steps(n) · α + f(n) · S / β                                        [s]
+
+S is the size of the whole buffer in bytes, as nccl-tests counts it (the
+all-reduced array; all-gather's OUTPUT; reduce-scatter's INPUT; all-to-all's
+per-GPU send buffer). β is a link's bandwidth per direction, one GPU
+(:attr:`roofkit.links.Link.bandwidth`), α its latency per hop.
+
+    collective       algorithm   steps(n)        f(n)          bus factor
+    all-reduce       ring        2(n-1)          2(n-1)/n      2(n-1)/n
+    all-reduce       tree        2 ceil(log2 n)  2             2(n-1)/n
+    all-gather       ring        n-1             (n-1)/n       (n-1)/n
+    reduce-scatter   ring        n-1             (n-1)/n       (n-1)/n
+    all-to-all       pairwise    n-1             (n-1)/n       (n-1)/n
+    broadcast        pipeline    n-1             1             1
+    reduce           pipeline    n-1             1             1
+    p2p (send/recv)  -           1               1             1
+
+Ring algorithms: Thakur, Rabenseifner and Gropp, "Optimization of Collective
+Communication Operations in MPICH" (IJHPCA 19(1), 2005); pipelined two-tree
+all-reduce, as in NCCL's double binary trees: Sanders, Speck and Träff,
+"Two-tree algorithms for full bandwidth broadcast, reduction and scan"
+(Parallel Computing 35(12), 2009). The bus factor is nccl-tests'
+(doc/PERFORMANCE.md): algbw = S / t, busbw = algbw x bus factor, so that for a
+bandwidth-bound ring busbw equals the link's β whatever n is.
+
+Every formula is written once and works on numbers and on sympy symbols:
+
+    >>> from roofkit import comms, links
+    >>> node = links.get("hgx-h100")                                   # 8 H100s on NVSwitch
+    >>> t = comms.time("all-reduce", 1e9, 8, node.latency, node.bandwidth)
+    >>> round(t * 1e3, 3)                                              # ms for 1 GB
+    3.897
+    >>> import sympy
+    >>> S, n, a, b = sympy.symbols("S n alpha beta", positive=True)
+    >>> comms.time("all-reduce", S, n, a, b)
+    S*(2*n - 2)/(beta*n) + alpha*(2*n - 2)
+
+With a catalog link, :func:`collective` returns time, algbw, busbw and the
+message size below which the collective is latency-bound:
+
+    >>> r = comms.collective("all-reduce", 1e9, 8, "hgx-h100")
+    >>> round(r.busbw / 1e9, 1), r.latency_bound
+    (449.0, False)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import InvalidValue, UnknownName
+from .units import is_symbolic, positive
+
+__all__ = ["COLLECTIVES", "ALGORITHMS", "UnknownCollective", "canonical", "steps", "volume", "bus_factor",
+           "time", "latency_term", "bandwidth_term", "algbw", "busbw", "latency_bound_size", "symbolic",
+           "Collective", "collective", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+           "p2p", "Hierarchical", "hierarchical", "Fit", "fit"]
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "p2p")
+ALGORITHMS = ("ring", "tree")
+_ALIASES = {
+    "allreduce": "all-reduce", "ar": "all-reduce", "allgather": "all-gather", "ag": "all-gather",
+    "reducescatter": "reduce-scatter", "rs": "reduce-scatter", "alltoall": "all-to-all", "a2a": "all-to-all",
+    "bcast": "broadcast", "sendrecv": "p2p", "send": "p2p", "pointtopoint": "p2p", "p2p": "p2p",
+}
+
+
+class UnknownCollective(UnknownName):
+    kind = "collective"
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum() or ch == "2")
+
+
+def canonical(name: str) -> str:
+    """'allreduce', 'all_reduce', 'AR' -> 'all-reduce'; UnknownCollective for anything else."""
+    if isinstance(name, str):
+        key = _key(name)
+        for c in COLLECTIVES:
+            if key == _key(c):
+                return c
+        if key in _ALIASES:
+            return _ALIASES[key]
+    raise UnknownCollective(name, COLLECTIVES, {alias: c for alias, c in _ALIASES.items()})
+
+
+def _algorithm(collective: str, algorithm: str) -> str:
+    if algorithm not in ALGORITHMS:
+        raise InvalidValue(f"unknown algorithm {algorithm!r}; expected one of: {', '.join(ALGORITHMS)}.")
+    if algorithm == "tree" and collective != "all-reduce":
+        raise InvalidValue(f"the tree algorithm is modelled for all-reduce only (NCCL's double binary trees); "
+                           f"{collective} uses algorithm 'ring'.")
+    return algorithm
+
+
+def _gpus(n, name: str = "gpus"):
+    """A whole number of GPUs, at least 2 (a collective over one GPU costs nothing); symbols pass."""
+    if is_symbolic(n):
+        return n
+    positive(n, name)
+    if float(n) != int(n) or n < 2:
+        raise InvalidValue(f"{name} must be a whole number of at least 2 for a collective; got {n!r}.")
+    return int(n)
+
+
+def _count(n, name: str) -> int:
+    """A whole number of at least 1."""
+    positive(n, name)
+    if float(n) != int(n):
+        raise InvalidValue(f"{name} must be a whole number of at least 1; got {n!r}.")
+    return int(n)
+
+
+def _ceil_log2(n):
+    if is_symbolic(n):
+        import sympy
+
+        return sympy.ceiling(sympy.log(n, 2))
+    return math.ceil(math.log2(n))
+
+
+def steps(collective: str, n, algorithm: str = "ring"):
+    """Rounds of messages one GPU goes through: the multiplier of α."""
+    c = canonical(collective)
+    algorithm = _algorithm(c, algorithm)
+    n = _gpus(n)
+    if c == "p2p":
+        return 1
+    if c == "all-reduce":
+        return 2 * _ceil_log2(n) if algorithm == "tree" else 2 * (n - 1)
+    return n - 1
+
+
+def volume(collective: str, n, algorithm: str = "ring"):
+    """f(n): bytes each GPU sends, as a multiple of S (the multiplier of S/β)."""
+    c = canonical(collective)
+    algorithm = _algorithm(c, algorithm)
+    n = _gpus(n)
+    if c == "all-reduce":
+        return 2 if algorithm == "tree" else 2 * (n - 1) / n
+    if c in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n
+    return 1
+
+
+def bus_factor(collective: str, n):
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md): the same for every algorithm."""
+    c = canonical(collective)
+    n = _gpus(n)
+    if c == "all-reduce":
+        return 2 * (n - 1) / n
+    if c in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n
+    return 1
+
+
+def latency_term(collective: str, n, alpha, algorithm: str = "ring"):
+    """steps(n) · α: what the collective costs however small the message."""
+    return steps(collective, n, algorithm) * _nonneg(alpha, "alpha")
+
+
+def bandwidth_term(collective: str, size, n, bandwidth, algorithm: str = "ring"):
+    """f(n) · S / β: what the bytes cost however fast the hops."""
+    return volume(collective, n, algorithm) * positive(size, "size") / positive(bandwidth, "bandwidth")
+
+
+def time(collective: str, size, n, alpha, bandwidth, algorithm: str = "ring"):
+    """T = steps(n)·α + f(n)·S/β, in seconds (size S in bytes, α in s, β in bytes/s per direction)."""
+    return latency_term(collective, n, alpha, algorithm) + bandwidth_term(collective, size, n, bandwidth, algorithm)
+
+
+def algbw(size, seconds):
+    """Algorithm bandwidth S / t (nccl-tests), bytes/s."""
+    return positive(size, "size") / positive(seconds, "seconds")
+
+
+def busbw(collective: str, size, n, seconds):
+    """Bus bandwidth: algbw x the collective's bus factor (nccl-tests), bytes/s."""
+    return algbw(size, seconds) * bus_factor(collective, n)
+
+
+def latency_bound_size(collective: str, n, alpha, bandwidth, algorithm: str = "ring"):
+    """S* = steps·α·β / f: below this many bytes the α term is the larger one (latency-bound)."""
+    return steps(collective, n, algorithm) * _nonneg(alpha, "alpha") * positive(bandwidth, "bandwidth") \
+        / volume(collective, n, algorithm)
+
+
+def symbolic(collective: str, algorithm: str = "ring"):
+    """T in the symbols S, n, α, β: ``symbolic("all-gather")`` -> ``S*(n - 1)/(beta*n) + alpha*(n - 1)``."""
+    import sympy
+
+    S, n, a, b = sympy.symbols("S n alpha beta", positive=True)
+    return time(collective, S, n, a, b, algorithm)
+
+
+def _nonneg(value, name):
+    from .units import nonnegative
+
+    return nonnegative(value, name)
+
+
+# --- with a catalog link ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective on one link: its time split into latency and transfer, and its bandwidths."""
+
+    collective: str
+    algorithm: str
+    size_bytes: float
+    gpus: int
+    link: object  # a roofkit.links.Link, or None for a bare (alpha, bandwidth)
+    alpha_s: float
+    bandwidth_bytes_per_s: float  # per direction, the β used
+    latency_s: float
+    transfer_s: float
+    time_s: float
+    algbw_bytes_per_s: float
+    busbw_bytes_per_s: float
+    latency_bound_below_bytes: float
+
+    @property
+    def latency_bound(self) -> bool:
+        """True when steps·α exceeds f·S/β."""
+        return self.latency_s > self.transfer_s
+
+    @property
+    def algbw(self) -> float:
+        return self.algbw_bytes_per_s
+
+    @property
+    def busbw(self) -> float:
+        return self.busbw_bytes_per_s
+
+    def to_dict(self) -> dict:
+        link = None
+        if self.link is not None:
+            link = self.link.to_dict() | {"bandwidth_used_bytes_per_s": self.bandwidth_bytes_per_s}
+        return {"collective": self.collective, "algorithm": self.algorithm, "bytes": self.size_bytes,
+                "gpus": self.gpus, "time_s": self.time_s, "latency_s": self.latency_s,
+                "transfer_s": self.transfer_s, "algbw_bytes_per_s": self.algbw_bytes_per_s,
+                "busbw_bytes_per_s": self.busbw_bytes_per_s, "latency_bound": self.latency_bound,
+                "latency_bound_below_bytes": self.latency_bound_below_bytes, "alpha_s": self.alpha_s,
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "link": link}
+
+
+def _link_figures(link, gpus):
+    """(Link or None, α, β) from a catalog name or Link, or a pair (alpha_s, bandwidth_bytes_per_s)."""
+    if isinstance(link, tuple) and len(link) == 2:
+        return None, float(_nonneg(link[0], "alpha")), float(positive(link[1], "bandwidth"))
+    from . import links
+
+    chosen = links.get(link)
+    if chosen.gpus is not None and gpus > chosen.gpus:
+        raise InvalidValue(f"{chosen.key} connects at most {chosen.gpus} GPUs; {gpus} GPUs need a scale-out link "
+                           f"between nodes: use comms.hierarchical (CLI: --inter LINK).")
+    return chosen, chosen.latency, chosen.collective_bandwidth
+
+
+def collective(name: str, size, gpus, link, algorithm: str = "ring") -> Collective:
+    """``name`` ('all-reduce', ...) of ``size`` bytes over ``gpus`` GPUs on ``link``.
+
+    ``link`` is a catalog name or :class:`roofkit.links.Link` (α = its latency,
+    β = its collective bandwidth: per direction, one GPU), or a pair
+    ``(alpha_s, bandwidth_bytes_per_s)``. p2p ignores ``gpus`` beyond checking it.
+    """
+    c = canonical(name)
+    n = 2 if c == "p2p" else _gpus(gpus)
+    S = float(positive(size, "size"))
+    chosen, alpha, beta = _link_figures(link, n)
+    lat, transfer = latency_term(c, n, alpha, algorithm), bandwidth_term(c, S, n, beta, algorithm)
+    t = lat + transfer
+    return Collective(collective=c, algorithm=algorithm, size_bytes=S, gpus=n, link=chosen, alpha_s=alpha,
+                      bandwidth_bytes_per_s=beta, latency_s=lat, transfer_s=transfer, time_s=t,
+                      algbw_bytes_per_s=algbw(S, t), busbw_bytes_per_s=busbw(c, S, n, t),
+                      latency_bound_below_bytes=latency_bound_size(c, n, alpha, beta, algorithm))
+
+
+def all_reduce(size, gpus, link, algorithm: str = "ring") -> Collective:
+    return collective("all-reduce", size, gpus, link, algorithm)
+
+
+def all_gather(size, gpus, link) -> Collective:
+    """``size`` is the gathered (output) buffer, as nccl-tests counts it."""
+    return collective("all-gather", size, gpus, link)
+
+
+def reduce_scatter(size, gpus, link) -> Collective:
+    """``size`` is the input buffer (each GPU keeps size / gpus of the result)."""
+    return collective("reduce-scatter", size, gpus, link)
+
+
+def all_to_all(size, gpus, link) -> Collective:
+    """``size`` is each GPU's send buffer; it keeps 1/gpus and sends the rest."""
+    return collective("all-to-all", size, gpus, link)
+
+
+def broadcast(size, gpus, link) -> Collective:
+    return collective("broadcast", size, gpus, link)
+
+
+def p2p(size, link) -> Collective:
+    """One send from one GPU to another: α + S/β."""
+    return collective("p2p", size, 2, link)
+
+
+# --- hierarchical: NVLink inside a node, the network between nodes ---------------------
+
+_PHASES = {
+    # collective -> [(phase, level, size divisor: 1 for S, "k" for S/k)]
+    "all-reduce": [("reduce-scatter", "intra", 1), ("all-reduce", "inter", "k"), ("all-gather", "intra", 1)],
+    "all-gather": [("all-gather", "inter", "k"), ("all-gather", "intra", 1)],
+    "reduce-scatter": [("reduce-scatter", "intra", 1), ("reduce-scatter", "inter", "k")],
+}
+
+
+@dataclass(frozen=True)
+class Hierarchical:
+    """A collective over nodes x gpus_per_node GPUs, in phases; ``time_s`` sums or overlaps them."""
+
+    collective: str
+    size_bytes: float
+    gpus_per_node: int
+    nodes: int
+    overlap: bool
+    phases: list = field(default_factory=list)  # [(level, Collective)]
+    time_s: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def algbw(self) -> float:
+        return algbw(self.size_bytes, self.time_s)
+
+    @property
+    def busbw(self) -> float:
+        return busbw(self.collective, self.size_bytes, self.gpus, self.time_s)
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective, "bytes": self.size_bytes, "gpus": self.gpus,
+                "gpus_per_node": self.gpus_per_node, "nodes": self.nodes, "overlap": self.overlap,
+                "time_s": self.time_s, "algbw_bytes_per_s": self.algbw, "busbw_bytes_per_s": self.busbw,
+                "phases": [{"level": level, **c.to_dict()} for level, c in self.phases]}
+
+
+def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: bool = True) -> Hierarchical:
+    """All-reduce, all-gather or reduce-scatter over ``nodes`` x ``gpus_per_node`` GPUs, one NIC per GPU.
+
+    All-reduce of S bytes: reduce-scatter S inside each node (``intra``, k GPUs),
+    all-reduce the S/k each GPU now holds with the GPUs of the same rank in the
+    other m nodes (``inter``: each GPU over its own NIC), all-gather S inside the
+    node. All-gather and reduce-scatter are the two halves. ``overlap=True``
+    pipelines the phases, as NCCL does with chunks: the latencies add, and the
+    busier of the two links sets the rest (the scaling book's max over the
+    levels of the network, gpus.md). ``overlap=False`` runs them one after the
+    other.
+    """
+    c = canonical(name)
+    if c not in _PHASES:
+        raise InvalidValue(f"hierarchical {c} is not modelled; choose one of: {', '.join(_PHASES)}.")
+    k, m = _count(gpus_per_node, "gpus_per_node"), _count(nodes, "nodes")
+    if k * m < 2:
+        raise InvalidValue(f"a collective needs at least 2 GPUs; got {k} x {m}.")
+    S = float(positive(size, "size"))
+    phases = []
+    for phase, level, divisor in _PHASES[c]:
+        group = k if level == "intra" else m
+        if group < 2:
+            continue
+        part = S / k if divisor == "k" else S
+        phases.append((level, collective(phase, part, group, intra if level == "intra" else inter)))
+    if overlap:  # the phases on one link still take turns; the two links work at once
+        busy = {level: sum(p.transfer_s for lv, p in phases if lv == level) for level, _ in phases}
+        t = sum(p.latency_s for _, p in phases) + max(busy.values())
+    else:
+        t = sum(p.time_s for _, p in phases)
+    return Hierarchical(c, S, k, m, bool(overlap), phases, t)
+
+
+# --- fitting α and β to measurements ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    """α and β fitted to measured (size, time) points of one collective, and how well they fit."""
+
+    collective: str
+    gpus: int
+    alpha_s: float
+    bandwidth_bytes_per_s: float
+    sizes: list
+    times: list
+    predicted: list
+
+    @property
+    def errors(self) -> list:
+        """(predicted - measured) / measured, point by point."""
+        return [(p - t) / t for p, t in zip(self.predicted, self.times)]
+
+    @property
+    def median_error(self) -> float:
+        import statistics
+
+        return statistics.median(abs(e) for e in self.errors)
+
+    @property
+    def max_error(self) -> float:
+        return max(abs(e) for e in self.errors)
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective, "gpus": self.gpus, "alpha_s": self.alpha_s,
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "sizes": list(self.sizes),
+                "times_s": list(self.times), "predicted_s": list(self.predicted),
+                "median_error": self.median_error, "max_error": self.max_error}
+
+
+def fit(sizes, times, collective: str = "p2p", gpus=2, algorithm: str = "ring") -> Fit:
+    """α and β of T = steps·α + f·S/β, fitted to measured times by least squares on relative error.
+
+    Each point is weighted by 1/t, so a 10 µs message counts as much as a 10 ms
+    one. Neither α nor 1/β may come out negative: if one would, it is pinned at
+    0 and the other refitted (β = inf means no measurable bandwidth cost).
+    """
+    import numpy as np
+
+    c = canonical(collective)
+    n = 2 if c == "p2p" else _gpus(gpus)
+    S = np.asarray([float(positive(s, "size")) for s in sizes])
+    t = np.asarray([float(positive(x, "time")) for x in times])
+    if len(S) != len(t) or len(S) < 2 or len(set(S)) < 2:
+        raise InvalidValue("fit needs at least two different sizes, each with one time.")
+    a_col, b_col = steps(c, n, algorithm) / t, volume(c, n, algorithm) * S / t  # columns of A / t
+    (alpha, inv_beta), *_ = np.linalg.lstsq(np.column_stack([a_col, b_col]), np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha, inv_beta = 0.0, float(b_col @ np.ones_like(t) / (b_col @ b_col))
+    if inv_beta <= 0:
+        alpha, inv_beta = float(a_col @ np.ones_like(t) / (a_col @ a_col)), 0.0
+    beta = math.inf if inv_beta <= 0 else 1 / inv_beta
+    predicted = [float(steps(c, n, algorithm) * alpha + volume(c, n, algorithm) * s * inv_beta) for s in S]
+    return Fit(c, n, float(alpha), float(beta), [float(s) for s in S], [float(x) for x in t], predicted)

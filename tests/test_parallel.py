@@ -1,0 +1,328 @@
+"""roofkit.parallel: the pipeline bubble against a simulated schedule, ZeRO's memory against the
+paper's figure, activations against Korthikanti et al., critical batches against the JAX scaling
+book, and the whole step model against Llama 3's reported MFU."""
+
+import json
+
+import pytest
+import sympy
+from hypothesis import given, settings, strategies as st
+
+from roofkit import cli, comms, hardware, links, models, parallel, training
+from roofkit.errors import InvalidValue, RoofkitError
+
+
+# --- the pipeline bubble ------------------------------------------------------------------------
+
+def simulated_gpipe(p, m, f=1.0, b=2.0):
+    """Makespan of a GPipe schedule (all forwards, then all backwards) of m micro-batches on p stages."""
+    f_end = [[0.0] * p for _ in range(m)]
+    for i in range(m):
+        for s in range(p):
+            start = max(f_end[i][s - 1] if s else 0.0, f_end[i - 1][s] if i else 0.0)
+            f_end[i][s] = start + f
+    b_end = [[0.0] * p for _ in range(m)]
+    for i in range(m):
+        for s in reversed(range(p)):
+            start = max(b_end[i][s + 1] if s < p - 1 else f_end[m - 1][s], b_end[i - 1][s] if i else f_end[m - 1][s])
+            b_end[i][s] = start + b
+    return max(b_end[i][0] for i in range(m))
+
+
+@pytest.mark.parametrize("p, m", [(2, 1), (4, 8), (16, 16), (16, 32), (8, 3)])
+def test_bubble_matches_a_simulated_schedule(p, m):
+    makespan = simulated_gpipe(p, m)
+    busy = m * 3.0  # each stage computes m forwards (1) and m backwards (2)
+    assert parallel.bubble_fraction(p, m) == pytest.approx(1 - busy / makespan)
+    assert parallel.bubble_time(busy, p, m) == pytest.approx(makespan - busy)
+
+
+def test_bubble_formula_in_symbols():
+    p, m, v = sympy.symbols("p m v", positive=True)
+    assert sympy.simplify(parallel.bubble_fraction(p, m) - (p - 1) / (m + p - 1)) == 0
+    assert sympy.simplify(parallel.bubble_fraction(p, m, v) - (p - 1) / (v * m + p - 1)) == 0
+    # the idle time is bubble_fraction of compute + idle
+    C = sympy.Symbol("C", positive=True)
+    idle = parallel.bubble_time(C, p, m, v)
+    assert sympy.simplify(idle / (C + idle) - parallel.bubble_fraction(p, m, v)) == 0
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("zero, gb", [(0, 120), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_memory_matches_the_paper(zero, gb):
+    # Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64-way data parallelism, K = 12
+    assert parallel.state_bytes(7.5e9, 64, zero)["total"] / 1e9 == pytest.approx(gb, abs=0.05)
+
+
+def test_zero_shards_what_each_stage_says():
+    base, one, two, three = (parallel.state_bytes(1e9, 8, z) for z in range(4))
+    assert one["weights"] == base["weights"] and one["grads"] == base["grads"]
+    assert one["optimizer"] == base["optimizer"] / 8
+    assert two["grads"] == base["grads"] / 8 and two["weights"] == base["weights"]
+    assert three["weights"] == base["weights"] / 8
+    assert base["total"] == 1e9 * training.adam_memory_per_param()["total"]
+
+
+def test_activations_of_a_gpt3_layer_match_korthikanti():
+    # arXiv:2205.05198, section 4: s b h (34 + 5 a s / h) bytes per layer; fused attention drops the 5as/h
+    s, b, h, a = 2048, 1, 12288, 96
+    per_layer = parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, gated=False, dropout=True)
+    assert per_layer == 34 * s * b * h
+    # tensor plus sequence parallelism divide it by t (their equation 5); full recomputation keeps 2 s b h / t
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, dropout=True) == 34 * s * b * h / 8
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, recompute=True) == 2 * s * b * h / 8
+
+
+def test_memory_formulas_in_symbols():
+    # the same functions give the papers' closed forms: 34 s b h / t (Korthikanti) and 16 Psi / N_d (ZeRO-3)
+    T, h, a, t, Psi, Nd = sympy.symbols("T h a t Psi N_d", positive=True)
+    assert sympy.simplify(parallel.activation_bytes(T, h, a, a, h / a, 4 * h, gated=False, tp=t, dropout=True)
+                          - 34 * T * h / t) == 0
+    assert parallel.state_bytes(Psi, Nd, 3)["total"] == 16 * Psi / Nd
+    assert parallel.state_bytes(Psi, Nd, 1)["total"] == 4 * Psi + 12 * Psi / Nd
+
+
+def test_gqa_and_swiglu_change_the_count():
+    m = models.get("llama-3-70b")
+    gqa = parallel.activation_bytes(8192, m.d_model, m.heads, m.kv_heads, m.head_dim, m.d_ff, m.gated)
+    mha = parallel.activation_bytes(8192, m.d_model, m.heads, m.heads, m.head_dim, m.d_ff, m.gated)
+    assert gqa < mha
+    assert mha - gqa == 8192 * 2 * (m.heads - m.kv_heads) * m.head_dim * 2
+
+
+# --- critical batch: the scaling book, gpus.md -----------------------------------------------------
+
+def test_dp_critical_batch_inside_an_h100_node():
+    # "the per-GPU token batch size > 990e12 / 450e9 = 2200" (for many GPUs; 2(n-1)/n -> 2)
+    h100 = hardware.get("h100")
+    assert parallel.dp_critical_batch(10**6, h100.peak("bf16"), links.get("nvlink4").bandwidth) == \
+        pytest.approx(2200, rel=0.005)
+
+
+def test_dp_critical_batch_in_symbols():
+    n, C, W = sympy.symbols("n C W", positive=True)
+    assert sympy.limit(parallel.dp_critical_batch(n, C, W), n, sympy.oo) == C / W
+    assert float(parallel.dp_critical_batch(n, C, W).subs({n: 16, C: 1e15, W: 4e11})) == pytest.approx(
+        parallel.dp_critical_batch(16, 1e15, 4e11))
+
+
+@pytest.mark.parametrize("hw, book", [("h100", 990e12 / 400e9), ("b200", 2250e12 / 400e9)])
+def test_dp_critical_batch_across_nodes(hw, book):
+    # "Within an SU or at the spine level, BS > 990e12 / 400e9 = 2475"; B200 (quiz 5): 2250e12 / 400e9 = 5625
+    nodes, m = 128, models.get("llama-3-8b")
+    plan = parallel.plan(m, hw, 8 * nodes, 8 * nodes * 8192 * 4, 8192, zero=0)
+    # The book's backward pass counts the weights' 4N FLOPs a token; the plan adds attention's (PaLM)
+    with_attention = training.flops_per_token(m.params, m.layers, m.heads, m.head_dim, 8192)
+    weights_only = training.flops_per_token(m.params)
+    # its per-node egress is 8 NICs x 50 GB/s, and its (n-1)/n factor is left out
+    assert plan.critical_batch_tokens_per_gpu * with_attention / weights_only == \
+        pytest.approx(book * (nodes - 1) / nodes, rel=0.01)
+
+
+def test_model_parallelism_lowers_the_critical_batch():
+    # "The 16-way PP reduces the cost of the data parallel AllReduce by 16x" (Llama 3 on 16K H100s)
+    args = dict(model="llama-3.1-405b", hw="h100", gpus=16384, global_batch_tokens=16 * 2**20, seq=8192)
+    dp_only = parallel.plan(**args, tp=8)
+    piped = parallel.plan(**args, tp=8, pp=16)
+    assert piped.critical_batch_tokens_per_gpu == pytest.approx(dp_only.critical_batch_tokens_per_gpu / 16, rel=0.02)
+
+
+# --- the step model -------------------------------------------------------------------------------
+
+# Llama 3 paper (arXiv:2407.21783), Table 4: GPUs, TP, CP, PP, DP, sequence length, BF16 MFU;
+# 16M tokens per batch, 400 Gb/s RoCE between GPUs (section 3.3.1), ZeRO-1 data parallelism
+# (scaling book, gpus.md, "What does LLaMA-3 do?").
+LLAMA3 = [(8192, 8, 1, 16, 64, 8192, 0.43), (16384, 8, 1, 16, 128, 8192, 0.41), (16384, 8, 16, 16, 8, 131072, 0.38)]
+
+
+@pytest.mark.parametrize("gpus, tp, cp, pp, dp, seq, reported", LLAMA3)
+def test_llama3_405b_mfu_is_plausible(gpus, tp, cp, pp, dp, seq, reported):
+    args = dict(model="llama-3.1-405b", hw="h100", gpus=gpus, global_batch_tokens=16 * 2**20, seq=seq, tp=tp,
+                cp=cp, pp=pp, dp=dp, zero=1, inter="ethernet-400g")
+    bound = parallel.plan(**args)  # kernels at the datasheet peak: an upper bound
+    measured = parallel.plan(**args, achievable=True)  # at the best matmul rate measured on an H100
+    assert bound.microbatches == 16 * 2**20 // (seq * dp)  # one sequence per micro-batch
+    assert bound.mfu > reported
+    assert measured.mfu == pytest.approx(reported, abs=0.07)
+
+
+def test_llama3_mfu_falls_from_8k_to_16k_gpus():
+    # 430 -> 400 TFLOP/s per GPU with the batch fixed: half the micro-batches, a bigger bubble
+    small, large = (parallel.plan("llama-3.1-405b", "h100", g, 16 * 2**20, 8192, tp=8, pp=16, zero=1)
+                    for g in (8192, 16384))
+    assert small.mfu > large.mfu and large.bubble_s / large.step_time_s > small.bubble_s / small.step_time_s
+
+
+def test_step_time_adds_compute_exposed_communication_and_bubble():
+    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1)
+    assert plan.step_time_s == pytest.approx(plan.compute_s + plan.communication_s + plan.bubble_s)
+    assert plan.communication_s == pytest.approx(sum(c["exposed_s"] for c in plan.communication.values()))
+    assert set(plan.communication) == {"tp", "pp", "dp", "zero"}
+    assert plan.mfu == pytest.approx(plan.compute_s / plan.step_time_s)  # datasheet peak, no recomputation
+    # compute comes from training.flops_per_token, never retyped
+    m = models.get("llama-3-70b")
+    assert plan.model_flops == training.flops_per_token(m.params, m.layers, m.heads, m.head_dim, 8192) * 4 * 2**20
+    assert plan.compute_s == pytest.approx(plan.model_flops / (1024 * hardware.get("h100").peak("bf16")))
+
+
+def test_tensor_parallel_traffic_is_four_all_reduces_a_layer():
+    plan = parallel.plan("llama-3-8b", "h100", 8, 8192, 8192, tp=8)  # one sequence, one micro-batch
+    m = models.get("llama-3-8b")
+    tp = plan.communication["tp"]
+    assert tp["calls"] == 4 * m.layers and tp["bytes_per_call"] == 8192 * m.d_model * 2
+    assert tp["time_s"] == pytest.approx(4 * m.layers * comms.all_reduce(8192 * m.d_model * 2, 8, "hgx-h100").time_s)
+    recomputed = parallel.plan("llama-3-8b", "h100", 8, 8192, 8192, tp=8, recompute=True)
+    assert recomputed.communication["tp"]["calls"] == 6 * m.layers
+
+
+def test_recomputation_trades_memory_for_compute():
+    args = dict(model="llama-3-70b", hw="h100", gpus=64, global_batch_tokens=2**20, seq=8192, tp=8, pp=8)
+    keep, redo = parallel.plan(**args), parallel.plan(**args, recompute=True)
+    assert redo.memory["activations"] < keep.memory["activations"] / 5
+    assert redo.compute_s == pytest.approx(keep.compute_s * 8 / 6)
+    assert redo.mfu < keep.mfu
+
+
+def test_zero_stages_trade_memory_for_traffic():
+    plans = [parallel.plan("llama-3-8b", "h100", 64, 64 * 8192, 8192, zero=z) for z in range(4)]
+    memory = [p.memory_per_gpu_bytes for p in plans]
+    assert memory == sorted(memory, reverse=True) and memory[3] < memory[0] / 4
+    traffic = [sum(c["time_s"] for c in p.communication.values()) for p in plans]
+    assert traffic[1] == pytest.approx(traffic[0], rel=0.05) and traffic[3] > 1.4 * traffic[0]
+
+
+def test_overlap_hides_gradient_traffic():
+    args = dict(model="llama-3-8b", hw="h100", gpus=64, global_batch_tokens=64 * 8192 * 2, seq=8192)
+    hidden, shown = parallel.plan(**args), parallel.plan(**args, overlap=False)
+    assert hidden.communication["dp"]["time_s"] == shown.communication["dp"]["time_s"]
+    assert shown.communication["dp"]["exposed_s"] == shown.communication["dp"]["time_s"]
+    assert hidden.communication_s < shown.communication_s
+
+
+def test_memory_per_gpu_is_the_plans():
+    plan = parallel.plan("llama-3-70b", "h100", 512, 2**21, 4096, tp=8, pp=4, cp=2, zero=2, recompute=True)
+    assert plan.memory == parallel.memory_per_gpu("llama-3-70b", plan.microbatch_tokens / 2, tp=8, pp=4, shards=16,
+                                                  zero=2, microbatches=plan.microbatches, recompute=True)
+
+
+def test_memory_of_a_70b_run_does_not_fit_one_node():
+    plan = parallel.plan("llama-3-70b", "h100", 8, 8 * 8192, 8192, tp=8)
+    assert plan.fits is False and plan.memory["weights"] + plan.memory["grads"] + plan.memory["optimizer"] == \
+        pytest.approx(16 * models.get("llama-3-70b").params / 8)
+    assert any("does not fit" in w for w in plan.warnings)
+
+
+def test_tpus_run_inside_their_pod():
+    plan = parallel.plan("llama-3-8b", "tpu v5p", 256, 256 * 8192, 8192, tp=4)
+    assert plan.intra == "ici-v5p" and plan.inter is None and plan.node_gpus == 8960
+    with pytest.raises(InvalidValue, match="no scale-out link"):
+        parallel.plan("llama-3-8b", "tpu v5e", 512, 512 * 8192, 8192, tp=2)
+
+
+# --- bad layouts ----------------------------------------------------------------------------------
+
+def test_bad_layouts_name_the_values():
+    base = dict(model="llama-3-70b", hw="h100", gpus=1024, global_batch_tokens=4 * 2**20, seq=8192)
+    with pytest.raises(InvalidValue) as error:
+        parallel.plan(**base, tp=8, pp=4, dp=3)
+    assert str(error.value) == ("tp x cp x pp x dp = 8 x 1 x 4 x 3 = 96, not gpus = 1024; "
+                                "with tp=8, cp=1, pp=4 choose dp = gpus / 32 = 32.")
+    with pytest.raises(InvalidValue, match="not a multiple of tp x cp x pp = 24"):
+        parallel.plan(**base, tp=8, pp=3)
+    with pytest.raises(InvalidValue, match="zero must be one of 0, 1, 2, 3; got 4"):
+        parallel.plan(**base, tp=8, zero=4)
+    with pytest.raises(links.MissingLink, match="has no link 'ici-v5p'"):
+        parallel.plan(**base, tp=8, inter="ici-v5p")
+    with pytest.raises(InvalidValue, match="only 16 sequences of 8192 tokens: choose at most 16"):
+        parallel.plan(**base, tp=8, pp=4, microbatches=17)
+    with pytest.raises(InvalidValue, match="needs at least 262144 tokens"):
+        parallel.plan(**(base | {"global_batch_tokens": 1e5}), tp=8, pp=4)
+    with pytest.raises(models.UnknownModel):
+        parallel.plan(**(base | {"model": "llama-4"}), tp=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(gpus=st.sampled_from([8, 16, 64, 512, 4096]), tp=st.sampled_from([1, 2, 4, 8, 16, 3]),
+       pp=st.sampled_from([1, 2, 4, 8, 100]), zero=st.integers(0, 4), cp=st.sampled_from([1, 2]),
+       tokens=st.sampled_from([1e5, 2**20, 4 * 2**20, 3e7]), seq=st.sampled_from([2048, 8192]),
+       model=st.sampled_from(["llama-3-8b", "llama-3-70b", "gpt-3-175b"]),
+       hw=st.sampled_from(["h100", "b200", "gb200", "a100", "l4", "tpu v5p"]), recompute=st.booleans())
+def test_random_layouts_give_a_plan_or_a_roofkit_error(gpus, tp, pp, zero, cp, tokens, seq, model, hw, recompute):
+    try:
+        plan = parallel.plan(model, hw, gpus, tokens, seq, tp=tp, pp=pp, cp=cp, zero=zero, recompute=recompute)
+    except RoofkitError:
+        return
+    assert 0 < plan.mfu <= 1 + 1e-9 and plan.step_time_s >= plan.compute_s > 0
+    assert plan.memory_per_gpu_bytes > 0 and all(c["exposed_s"] <= c["time_s"] + 1e-12 or c["collective"] == "p2p"
+                                                 for c in plan.communication.values())
+
+
+# --- expert parallelism -----------------------------------------------------------------------------
+
+def test_expert_all_to_all():
+    # four all-to-alls a MoE layer (dispatch and combine, forward and backward), each of tokens x k x d x 2 bytes
+    t = parallel.expert_all_to_all(4096, 7168, 8, 8, "hgx-h100")
+    assert t == pytest.approx(4 * comms.all_to_all(4096 * 8 * 7168 * 2, 8, "hgx-h100").time_s)
+
+
+# --- the command line --------------------------------------------------------------------------------
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_parallel_json(capsys):
+    argv = ["parallel", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "1024", "--tp", "8", "--pp", "4",
+            "--zero", "1", "--global-batch-tokens", "4M", "--seq", "8192", "--json"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    data = json.loads(out)
+    assert {"step_time_s", "mfu", "memory_per_gpu_bytes", "fits", "compute_s", "communication_s", "bubble_s",
+            "communication"} <= set(data)
+    assert set(data["communication"]) == {"tp", "pp", "dp", "zero"}
+    plan = parallel.plan("llama-3-70b", "h100", 1024, 4e6, 8192, tp=8, pp=4, zero=1)
+    assert data["mfu"] == pytest.approx(plan.mfu) and data["fits"] is True
+    code, out, _ = run(capsys, *argv[:-1])
+    assert code == 0 and "MFU" in out and "pipeline bubble" in out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--dp", "3"], "tp x cp x pp x dp = 8 x 1 x 4 x 3 = 96, not gpus = 1024"),
+    (["--inter", "ici-v5p"], "has no link 'ici-v5p'. Its links: hgx-h100"),
+    (["--zero", "5"], "invalid choice: 5"),
+])
+def test_cli_parallel_bad_input_is_one_line_and_exit_2(capsys, extra, message):
+    argv = ["parallel", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "1024", "--tp", "8", "--pp", "4",
+            "--global-batch-tokens", "4M", "--seq", "8192", *extra]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_comm_json(capsys):
+    code, out, err = run(capsys, "comm", "all-reduce", "--bytes", "1GB", "--gpus", "8", "--link", "hgx-h100", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    r = comms.all_reduce(1e9, 8, "hgx-h100")
+    assert data["time_s"] == r.time_s and data["algbw_bytes_per_s"] == r.algbw and data["busbw_bytes_per_s"] == r.busbw
+    assert data["link"]["key"] == "hgx-h100" and data["link"]["bandwidth_used_bytes_per_s"] == 450e9
+    assert data["link"]["quoted"] == 7.2 and data["link"]["direction"] == "both directions"
+    code, out, _ = run(capsys, "comm", "all-gather", "--bytes", "1GiB", "--gpus", "16", "--link", "hgx-h100",
+                       "--inter", "ib-ndr", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["bytes"] == 2**30 and data["nodes"] == 2 and {"time_s", "busbw_bytes_per_s"} <= set(data)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["comm", "allreduc", "--bytes", "1e9", "--gpus", "8", "--link", "nvlink4"], "Unknown collective 'allreduc'"),
+    (["comm", "all-reduce", "--bytes", "1e9", "--gpus", "8", "--link", "nvlnk"], "Unknown link 'nvlnk'"),
+    (["comm", "all-reduce", "--bytes", "1e9", "--gpus", "9", "--link", "hgx-h100"], "connects at most 8 GPUs"),
+    (["comm", "all-reduce", "--bytes", "-1", "--gpus", "8", "--link", "nvlink4"], "bytes must be a size"),
+    (["comm", "all-reduce", "--bytes", "1e9", "--gpus", "8", "--link", "nvlink4", "--algorithm", "star"],
+     "invalid choice: 'star'"),
+])
+def test_cli_comm_bad_input(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
