@@ -409,7 +409,10 @@ def read(answer, unit_text: str = "dimensionless") -> Reading:
     if not isinstance(answer, str):
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
             raise InvalidValue(f"a number is expected; got {answer!r} ({type(answer).__name__}).")
-        value = float(answer)
+        try:
+            value = float(answer)
+        except OverflowError:  # an int such as 10**400
+            value = math.inf
         if not math.isfinite(value):
             raise InvalidValue(f"a finite number is expected; got {answer!r}.")
         return Reading(value, repr(answer), False, None)
@@ -443,7 +446,10 @@ def read(answer, unit_text: str = "dimensionless") -> Reading:
     if given.dims != wanted.dims:
         raise _mismatch(text, given, wanted, unit_text)
     digits = significant_digits(text[: len(text) - len(rest)]) if len(tokens) == 1 else None
-    return Reading(value * given.scale / wanted.scale, text, bool(unit_text_given), digits, given.bits)
+    value = value * given.scale / wanted.scale
+    if not math.isfinite(value):
+        raise InvalidValue(f"cannot read {shown} as a number: it is too large to be an answer here.")
+    return Reading(value, text, bool(unit_text_given), digits, given.bits)
 
 
 def number(answer, unit_text: str = "dimensionless") -> float:
@@ -471,6 +477,8 @@ def _sympy(tree, names):
         text = tree[1].replace(",", "").replace("_", "")
         return sympy.Rational(text) if "e" not in text.lower() else sympy.nsimplify(float(text), rational=True)
     if kind == "name":
+        if tree[1] in _FUNCTIONS:
+            raise InvalidValue(f"{tree[1]} needs its argument in parentheses, e.g. {tree[1]}(n)")
         parts = [names[p] for p in _split_name(tree[1], tuple(names))]
         return sympy.Mul(*parts)
     if kind == "neg":
@@ -488,7 +496,10 @@ def _sympy(tree, names):
         if b == 0:
             raise InvalidValue("it divides by zero")
         return a / b
-    if b.is_number and (abs(float(b)) > 64 or (a.is_number and abs(float(b) * math.log2(max(abs(float(a)), 2))) > 4096)):
+    if b.is_number and not (b.is_Rational and b.q <= 1000 and abs(b) <= 64):
+        raise InvalidValue("a power's exponent must be a small number such as 2, -1 or 1/2, or a formula in the "
+                           "question's symbols")
+    if a.is_number and b.is_number and abs(float(b) * math.log2(max(abs(float(a)), 2))) > 4096:
         raise InvalidValue("a power in it is too large for a formula")
     return a**b
 
@@ -513,6 +524,8 @@ def expression(text, symbols: tuple[str, ...]):
     if rest.strip():
         raise InvalidValue(f"cannot read {body[:60]!r}: unexpected {rest.strip()[:10]!r}; {expected}.")
     names = {s: sympy.Symbol(s, positive=True) for s in symbols}
+    if sum(token == ("op", "**") for token in tokens) > 6:
+        raise InvalidValue(f"cannot read {body[:60]!r}: it has more powers than a formula here needs; {expected}.")
     try:
         return _sympy(_Parser(tokens, implicit=True).parse(), names)
     except InvalidValue as error:
