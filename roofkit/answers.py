@@ -50,6 +50,8 @@ __all__ = ["Reading", "Unit", "read", "number", "unit", "expression", "choice", 
 MAX_LENGTH = 200  # characters of an answer; a real answer is far shorter
 MAX_DEPTH = 20  # nested parentheses
 MAX_TOKENS = 120
+# examples in error messages: spellings, not values any question has as its key
+_EXAMPLES = "42, 1.5e3, 2.5 TB/s or 3*2**10"
 UNIT_EXAMPLES = "FLOP, byte (B), bit (b), s, ms, µs, h, day, %, x, TB/s, GiB/s, TFLOP/s, FLOP/byte"
 
 # --- units -----------------------------------------------------------------------------
@@ -428,14 +430,13 @@ def read(answer, unit_text: str = "dimensionless") -> Reading:
         try:
             unit(rest, wanted)
         except InvalidValue:
-            raise InvalidValue(f"cannot read {shown} as a number: write a number such as 1365, 1.4e3 or "
-                               f"(2-2**-10)*2**15, optionally followed by a unit such as {UNIT_EXAMPLES}.") from None
+            raise InvalidValue(f"cannot read {shown} as a number: write a number such as {_EXAMPLES}, "
+                               f"optionally followed by a unit such as {UNIT_EXAMPLES}.") from None
         raise InvalidValue(f"no number in {shown}: write the number, then the unit ('<number> {rest.strip()[:30]}').")
     try:
         value = _evaluate(_Parser(tokens, implicit=False).parse())
     except InvalidValue as error:
-        raise InvalidValue(f"cannot read {shown} as a number: {error}. Write a number such as 1365, 1.4e3, "
-                           f"3.35 TB/s or (2-2**-10)*2**15.") from None
+        raise InvalidValue(f"cannot read {shown} as a number: {error}. Write a number such as {_EXAMPLES}.") from None
     unit_text_given = rest.strip()
     if unit_text_given.startswith("/"):
         unit_text_given = "1" + unit_text_given
@@ -520,7 +521,8 @@ def expression(text, symbols: tuple[str, ...]):
         raise InvalidValue(f"a formula in {', '.join(symbols)} is expected; got {type(text).__name__}.")
     body = _check_text(text, "a formula")
     tokens, rest = _tokens(body, tuple(symbols))
-    expected = f"write a formula in {', '.join(symbols)} using + - * / ** and parentheses, such as 2*n/(3*b)"
+    example = f"3*{symbols[0]}**2 + 1" if symbols else "3*2**10"  # a spelling, never a key
+    expected = f"write a formula in {', '.join(symbols)} using + - * / ** and parentheses, such as {example}"
     if rest.strip():
         raise InvalidValue(f"cannot read {body[:60]!r}: unexpected {rest.strip()[:10]!r}; {expected}.")
     names = {s: sympy.Symbol(s, positive=True) for s in symbols}

@@ -163,3 +163,21 @@ def test_the_bank_has_whole_number_questions_and_they_are_exact():
     assert {"l04.ex-crossover", "l08.gpus-30-days", "l11.decode-batch", "l05.fp16-max"} <= {q.id for q in whole}
     for q in whole:
         assert math.isclose(float(q.answer_key()) % 1, 0)
+
+
+UNREADABLE = ["??", "1 foo", "FLOP/byte", "n +", "__import__('os')", "1,4", "(", "10**10**10"]
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=_ids(QUESTIONS))
+def test_an_unreadable_answer_says_what_is_expected_and_never_shows_the_key(question):
+    key = question.answer_key()
+    shown = [str(key)] if question.kind == "symbolic" else []
+    if question.kind == "numeric" and (significant_digits(f"{float(key):.4g}") or 0) >= 3:
+        shown += [t for t in (f"{float(key):.4g}", f"{float(key):.3g}") if (significant_digits(t) or 0) >= 3]
+    for answer in UNREADABLE:
+        verdict = quiz.judge(question, answer)
+        if verdict.correct is True:  # a choice or formula that happens to read
+            continue
+        assert verdict.feedback, (question.id, answer)
+        for text in shown:
+            assert text not in verdict.feedback, (question.id, answer, verdict.feedback)

@@ -6,7 +6,7 @@ answered), and 2 when the answer cannot be read at all.
 
 from __future__ import annotations
 
-from ._common import EXIT_USAGE, Parser, count, emit, table
+from ._common import Parser, count, emit, table
 
 EXIT_WRONG = 1
 
@@ -27,11 +27,11 @@ def cmd_check(args) -> None:
     if question.kind == "code":
         raise InvalidValue(f"{args.id} is a code question: check it from Python, check({args.id!r}, your_function).")
     verdict = quiz.judge(question, args.answer, where="cli")
-    if verdict.unreadable and not getattr(args, "json", False):
-        raise InvalidValue(f"{question.id}: {verdict.feedback}")  # one line on stderr, exit 2
+    if verdict.unreadable:  # one line on stderr and exit 2, as for any input error; --json also gets the verdict
+        if getattr(args, "json", False):
+            emit(args, verdict.to_dict(), [])
+        raise InvalidValue(f"{question.id}: {verdict.feedback}")
     emit(args, verdict.to_dict(), [str(verdict)])
-    if verdict.unreadable:
-        raise SystemExit(EXIT_USAGE)
     if verdict.correct is not True:
         raise SystemExit(EXIT_WRONG)
 
