@@ -33,7 +33,8 @@ UNITS = ["FLOP", "FLOPs", "flops", "TFLOPS", "FLOP/byte", "flop/B", "FLOPS/byte"
          "GB", "GiB", "Gb", "TB/s", "TBps", "TB/S", "TBytes/s", "s", "ms", "µs", "μs", "us", "h", "day", "days",
          "%", "percent", "x", "k", "M", "B", "T", "million", "billion", "GPU-hours", "GPUs", "1/s", "/s", "per s",
          "s^-1", "s**2", "kB", "KiB", "foo", "S", "m", "e", "ps", "Bps", "", "/", "//", "^", "**"]
-NAMES = ["n", "b", "M", "nb", "sqrt", "log", "exp", "sqrt(n)", "x", "__import__", "eval", "os", "lambda", "self"]
+NAMES = ["n", "b", "M", "nb", "sqrt", "log", "exp", "sqrt(n)", "x", "__import__", "eval", "os", "lambda", "self",
+         "memory", "Compute-bound", "MEMORY bound", "rate", "work"]
 # strings that would do something if anything evaluated them; PWNED is replaced by a path the test watches
 INJECTIONS = [
     "__import__('pathlib').Path('PWNED').touch()",
