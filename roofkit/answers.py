@@ -446,7 +446,8 @@ def read(answer, unit_text: str = "dimensionless") -> Reading:
         raise InvalidValue(f"in {shown}: {error}") from None
     if given.dims != wanted.dims:
         raise _mismatch(text, given, wanted, unit_text)
-    digits = significant_digits(text[: len(text) - len(rest)]) if len(tokens) == 1 else None
+    single = len(tokens) == 1 or (len(tokens) == 2 and tokens[0] in (("op", "-"), ("op", "+")))  # '-3.5'
+    digits = significant_digits(text[: len(text) - len(rest)].replace(" ", "")) if single else None
     value = value * given.scale / wanted.scale
     if not math.isfinite(value):
         raise InvalidValue(f"cannot read {shown} as a number: it is too large to be an answer here.")

@@ -49,6 +49,8 @@ _SCALED = {
     "memory_gb": ("memory_bytes", 1e9),
     "memory_gib": ("memory_bytes", 2**30),
     "l2_mb": ("l2_bytes", 1e6),
+    "register_file_kib": ("register_file_bytes", 1024.0),  # per SM
+    "l1_shared_kib": ("l1_shared_bytes", 1024.0),  # per SM: L1 data cache and shared memory together
 }
 
 
@@ -85,11 +87,17 @@ class Accelerator:
     l2_bytes: float | None = None
     compute_units: int | None = None
     compute_unit_name: str = "SM"
+    register_file_bytes: float | None = None  # per SM (compute unit)
+    l1_shared_bytes: float | None = None  # per SM: the L1 data cache and shared memory, one SRAM
+    memory_type: str | None = None  # "HBM3", "GDDR6", ...
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     achievable_flops: dict[str, float] = field(default_factory=dict)  # precision -> best measured matmul FLOP/s
     achievable_bandwidth: float | None = None  # measured device-to-device copy, bytes/s
+    clocks: dict[str, float] = field(default_factory=dict)  # name ('boost', 'tensor', ...) -> Hz
+    tensor_cores_per_unit: int | None = None
+    tensor_fma_per_clock: dict[str, float] = field(default_factory=dict)  # precision -> dense FMAs per tensor core per clock
 
     def peak(self, precision: str, achievable: bool = False) -> float:
         """Dense peak FLOP/s in ``precision``; UnsupportedPrecision if the chip lacks it.
@@ -119,6 +127,29 @@ class Accelerator:
         from .roofline import ridge_point
 
         return ridge_point(self.peak(precision, achievable), self.memory_bandwidth(achievable))
+
+    def clock(self, name: str = "tensor") -> float:
+        """A clock rate in Hz: 'boost' (the most the chip runs at), 'tensor' (the clock its tensor-core
+        peaks assume), or another the catalog lists for this chip (:attr:`clocks`)."""
+        if name not in self.clocks:
+            have = f"it lists {', '.join(sorted(self.clocks))}" if self.clocks else "it lists none for this chip"
+            raise InvalidValue(f"{self.name} has no clock {name!r} in the catalog; {have}.")
+        return self.clocks[name]
+
+    def peak_from_parts(self, precision: str, clock_hz: float | None = None) -> float:
+        """Dense tensor-core FLOP/s multiplied out from the chip's parts:
+
+            units x tensor cores per unit x FMAs per tensor core per clock x 2 FLOPs per FMA x clock
+
+        at ``clock_hz`` (default: the 'tensor' clock, which reproduces the datasheet's peak).
+        """
+        key = dtypes.canonical(precision)
+        if key not in self.tensor_fma_per_clock or not self.compute_units or not self.tensor_cores_per_unit:
+            raise InvalidValue(f"the catalog has no tensor-core parts for {key} on the {self.name}; it has them for: "
+                               f"{', '.join(self.tensor_fma_per_clock) or 'no precision'}.")
+        clock = self.clock("tensor") if clock_hz is None else positive(clock_hz, "clock_hz")
+        flops_per_fma = 2  # a multiply and an add
+        return self.compute_units * self.tensor_cores_per_unit * self.tensor_fma_per_clock[key] * flops_per_fma * clock
 
     def has_achievable(self, figure: str) -> bool:
         """Whether the catalog holds an achievable figure: a precision ("bf16") or "bandwidth"."""
@@ -151,12 +182,18 @@ class Accelerator:
             "l2_bytes": self.l2_bytes,
             "compute_units": self.compute_units,
             "compute_unit_name": self.compute_unit_name,
+            "register_file_bytes_per_unit": self.register_file_bytes,
+            "l1_shared_bytes_per_unit": self.l1_shared_bytes,
+            "memory_type": self.memory_type,
             "achievable_flops": dict(self.achievable_flops),
             "achievable_bandwidth_bytes_per_s": self.achievable_bandwidth,
             "achievable_ridge": {p: self.achievable_flops[p] / self.achievable_bandwidth
                                  for p in self.achievable_flops} if self.achievable_bandwidth else {},
             "sources": dict(self.sources),
             "notes": list(self.notes),
+            "clocks_hz": dict(self.clocks),
+            "tensor_cores_per_unit": self.tensor_cores_per_unit,
+            "tensor_fma_per_clock": dict(self.tensor_fma_per_clock),
         }
 
 
@@ -179,13 +216,13 @@ _norm = normalize
 
 def _check_types(where: str, table: dict) -> None:
     """Text fields hold text, lists hold text, tables are tables: a file written by hand may have anything."""
-    for name in ("name", "vendor", "source", "compute_unit_name"):
+    for name in ("name", "vendor", "source", "compute_unit_name", "memory_type"):
         if name in table and not isinstance(table[name], str):
             raise InvalidValue(f"{where}: {name} must be text in quotes; got {table[name]!r}.")
     for name in ("aliases", "notes"):
         if name in table and not (isinstance(table[name], list) and all(isinstance(x, str) for x in table[name])):
             raise InvalidValue(f"{where}: {name} must be a list of texts, e.g. [\"a\", \"b\"]; got {table[name]!r}.")
-    for name in ("peak_tflops", "sources"):
+    for name in ("peak_tflops", "sources", "clocks_mhz", "tensor_fma_per_clock"):
         if name in table and not isinstance(table[name], dict):
             raise InvalidValue(f"{where}: {name} must be a table, e.g. {{ bf16 = 989 }}; got {table[name]!r}.")
     if not all(isinstance(v, str) for v in table.get("sources", {}).values()):
@@ -196,8 +233,8 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     """Build an Accelerator from one TOML table, resolving source ids to citations."""
     where = f"accelerator {key!r}"
     known = {"name", "vendor", "aliases", "source", "sources", "peak_tflops", "notes",
-             "compute_units", "compute_unit_name", "achievable_tflops", "achievable_bandwidth_tb_s",
-             "achievable_source", *_SCALED}
+             "compute_units", "compute_unit_name", "memory_type", "achievable_tflops", "achievable_bandwidth_tb_s",
+             "achievable_source", "clocks_mhz", "tensor_cores_per_unit", "tensor_fma_per_clock", *_SCALED}
     unknown = set(table) - known
     if unknown:
         raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
@@ -222,7 +259,8 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     for precision, tflops in table["peak_tflops"].items():
         canonical = dtypes.canonical(precision)
         peaks[canonical] = positive(tflops, f"{where}: peak_tflops.{precision}") * 1e12
-    for figure in ["bandwidth", "memory_bytes", "l2_bytes", "compute_units", *(f"peak.{p}" for p in peaks)]:
+    for figure in ["bandwidth", "memory_bytes", "l2_bytes", "compute_units", "register_file_bytes", "l1_shared_bytes",
+                   *(f"peak.{p}" for p in peaks)]:
         cited[figure] = cite(default)
     achievable = {}
     for precision, tflops in table.get("achievable_tflops", {}).items():
@@ -243,6 +281,10 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         attr = _SCALED.get(figure, (figure, 1))[0]
         cited[attr] = cite(source_id)
     units = table.get("compute_units")
+    clocks = {name: positive(mhz, f"{where}: clocks_mhz.{name}") * 1e6 for name, mhz in table.get("clocks_mhz", {}).items()}
+    fma = {dtypes.canonical(p): positive(n, f"{where}: tensor_fma_per_clock.{p}")
+           for p, n in table.get("tensor_fma_per_clock", {}).items()}
+    per_unit = table.get("tensor_cores_per_unit")
     return Accelerator(
         key=key,
         name=table.get("name", key),
@@ -251,6 +293,9 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         bandwidth=values["bandwidth"],
         memory_bytes=values.get("memory_bytes"),
         l2_bytes=values.get("l2_bytes"),
+        register_file_bytes=values.get("register_file_bytes"),
+        l1_shared_bytes=values.get("l1_shared_bytes"),
+        memory_type=table.get("memory_type"),
         compute_units=int(positive(units, f"{where}: compute_units")) if units is not None else None,
         compute_unit_name=table.get("compute_unit_name", "SM"),
         aliases=tuple(table.get("aliases", ())),
@@ -258,6 +303,9 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         notes=tuple(table.get("notes", ())),
         achievable_flops=achievable,
         achievable_bandwidth=achievable_bw,
+        clocks=clocks,
+        tensor_cores_per_unit=int(positive(per_unit, f"{where}: tensor_cores_per_unit")) if per_unit is not None else None,
+        tensor_fma_per_clock=fma,
     )
 
 

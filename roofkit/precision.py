@@ -22,7 +22,9 @@ property (``max``, ``min_normal``, ``eps`` ...) is that derivation evaluated;
 the tests check it against ml_dtypes' and numpy's ``finfo``.
 
 :func:`round_to` performs the real cast (numpy for float16/32/64, ml_dtypes
-for the rest, bit arithmetic for TF32) and the demos of lesson 06 compute in
+for the rest, bit arithmetic for TF32), :func:`from_bits` reads a bit pattern
+back as the value it stores, :func:`spacing` gives the gap between neighbouring
+values at a magnitude, and the demos of lesson 06 compute in
 the format: :func:`swamping` (a small update vanishes next to a big weight),
 :func:`underflow` (FP16 flushes small gradients to zero) and
 :func:`loss_scaling` / :func:`dynamic_loss_scale` (the cure).
@@ -32,6 +34,10 @@ the format: :func:`swamping` (a small update vanishes next to a big weight),
     448.0
     >>> precision.bits(1.0, "fp16")
     '0 01111 0000000000'
+    >>> precision.from_bits("1 10001 1010000000", "fp16")
+    -6.5
+    >>> precision.spacing(3.0, "bf16")   # BF16 values in [2, 4) are 2^-6 apart
+    0.015625
     >>> precision.swamping(1.0, 1e-4, "bf16")["update_lost"]
     True
 """
@@ -50,7 +56,7 @@ from .units import nonnegative, positive, size
 
 __all__ = [
     "Format", "get", "formats", "names",
-    "round_to", "bits", "decode", "compare",
+    "round_to", "bits", "decode", "compare", "from_bits", "spacing",
     "swamping", "underflow", "loss_scaling", "dynamic_loss_scale", "example_gradients",
 ]
 
@@ -367,6 +373,49 @@ def bits(value, fmt="bfloat16") -> str:
     int8 shows the sign bit and the 7 other bits of its two's complement.
     """
     return decode(value, fmt)["bits"]
+
+
+def from_bits(pattern, fmt="bfloat16") -> float:
+    """The value a bit pattern stores in ``fmt``: the inverse of :func:`bits`.
+
+    ``pattern`` is a string of 0 and 1, sign bit first, as many bits as the
+    format has (16 for BF16, 19 for TF32, 8 for E4M3); spaces, underscores and
+    a leading '0b' are ignored, so '1 10001 1010000000' and '0b1100011010000000'
+    are the same FP16 code. The value comes from the hardware type itself
+    (numpy's or ml_dtypes' view of the code), never from the formula, so it is
+    the oracle the formula is checked against: NaN and inf codes give nan and inf.
+    """
+    fmt = get(fmt)
+    if not isinstance(pattern, str):
+        raise InvalidValue(f"pattern must be a string of 0s and 1s such as '0 01111 0000000000'; got {pattern!r}.")
+    text = pattern.strip().replace(" ", "").replace("_", "")
+    text = text[2:] if text[:2].lower() == "0b" else text
+    if not text or set(text) - {"0", "1"} or len(text) != fmt.bits:
+        raise InvalidValue(f"{fmt.name} codes are {fmt.bits} bits of 0 and 1 (sign, {fmt.exponent_bits} exponent, "
+                           f"{fmt.mantissa_bits} mantissa); got {pattern!r}.")
+    code = int(text, 2)
+    if fmt.kind == "int":
+        return float(code - (1 << fmt.bits) if code >> (fmt.bits - 1) else code)
+    if fmt.name == "tensorfloat32":  # the 19 bits are the top of a float32 word, the low 13 bits zero
+        return float(np.array([code << 13], np.uint32).view(np.float32)[0])
+    word = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[_dtype(fmt).itemsize]
+    return float(np.array([code], word).view(_dtype(fmt))[0])
+
+
+def spacing(value, fmt="bfloat16") -> float:
+    """The gap between neighbouring values of ``fmt`` at ``value``'s magnitude.
+
+    ``value`` is first stored in ``fmt``; the result is the distance from that
+    stored magnitude to the next larger one: 2^(k - M) for a normal value in
+    [2^k, 2^(k+1)) with M mantissa bits (eps = 2^-M at 1), min_subnormal among
+    the subnormals, and 1 for int8. Adding anything smaller than half of it
+    to a value of that size rounds back to the same value.
+    """
+    fmt = get(fmt)
+    stored = abs(round_to(_scalar(value, "value"), fmt))
+    if not math.isfinite(stored):
+        raise InvalidValue(f"{value!r} is not a finite {fmt.name} value: it has no neighbours.")
+    return 1.0 if fmt.kind == "int" else _spacing(stored, fmt)
 
 
 def compare(value, formats=None) -> list[dict]:

@@ -1,6 +1,6 @@
-"""Lesson 06 replays the sources' numbers (seed 000's swamping quiz, the mixed-precision paper's
-recipe, GradScaler's defaults, ZeRO's 16 bytes per parameter) against its question keys, with
-ml_dtypes and numpy as independent oracles, and checks every misconception's feedback."""
+"""Lesson 06 replays the sources' numbers (the classic swamping quiz, 1 + 1e-4 in BF16; the
+mixed-precision paper's recipe; GradScaler's defaults; ZeRO's 16 bytes per parameter) against its
+question keys, with ml_dtypes and numpy as independent oracles, and checks every misconception's feedback."""
 
 import inspect
 import math
@@ -24,9 +24,9 @@ def test_lesson_has_its_questions():
     assert all(q.points == 2 for q in quiz.questions("06") if ".ex-" in q.id)
 
 
-# --- seed 000: "why can't you keep the weights in BF16 and skip the FP32 copy?" ------------------------
+# --- "why can't you keep the weights in BF16 and skip the FP32 copy?" ------------------------
 
-def test_seed_quiz_update_swamping_in_real_bf16():
+def test_update_swamping_in_real_bf16():
     one, update = ml_dtypes.bfloat16(1.0), ml_dtypes.bfloat16(1e-4)
     assert one + update == one  # the oracle: ml_dtypes' own BF16 addition
     assert np.float32(1.0) + np.float32(1e-4) != np.float32(1.0)
@@ -35,8 +35,8 @@ def test_seed_quiz_update_swamping_in_real_bf16():
     assert key("l06.why-master-weights", update=0.01) == "none"
 
 
-def test_seed_resolution_2_to_the_minus_8():
-    """Seed 000: BF16's 'relative resolution ~2^-8 ~ 0.4%': half the gap eps = 2^-7, the swamping threshold."""
+def test_resolution_2_to_the_minus_8():
+    """A common claim, BF16's 'relative resolution ~2^-8 ~ 0.4%': half the gap eps = 2^-7, the swamping threshold."""
     smallest = key("l06.smallest-update")
     assert 2.0**-8 < smallest < 2.0**-8 * (1 + 2.0**-6)
     assert quiz.judge(quiz.get("l06.smallest-update"), 2.0**-8).correct is True  # "about", to 2 figures
@@ -62,12 +62,18 @@ def test_loss_scale_for_the_normal_range():
     assert abs(float(np.float16(1e-8 * S / 2))) < float(np.finfo(np.float16).smallest_normal)
 
 
-def test_dynamic_loss_scaling_skips_four_steps_at_gradient_10():
-    # 65536 * 10 overflows FP16 (max 65504); 4096 * 10 is the first that fits: 4 halvings
-    assert key("l06.dynamic-skips") == 4
+def test_dynamic_loss_scaling_skips():
+    # the worked example: 65536 * 10 overflows FP16 (max 65504); 4096 * 10 is the first that fits: 4 halvings
+    assert key("l06.dynamic-skips", max_gradient=10.0) == 4
     with np.errstate(over="ignore"):
         assert float(np.float16(65536 * 10.0)) == math.inf and float(np.float16(4096 * 10.0)) == 40960
+    # the question: 128 * 300 = 38400 fits, 256 * 300 = 76800 does not: 2^16 -> 2^7, 9 halvings
+    assert key("l06.dynamic-skips") == 9
+    with np.errstate(over="ignore"):
+        assert float(np.float16(256 * 300.0)) == math.inf and float(np.float16(128 * 300.0)) == 38400
     assert key("l06.dynamic-skips", max_gradient=0.5) == 0
+    question = quiz.get("l06.dynamic-skips")
+    assert not quiz.judge(question, 8).correct and not quiz.judge(question, 10).correct
 
 
 def test_gradscaler_defaults_are_the_lessons():
@@ -104,7 +110,7 @@ def test_fp8_scale_maps_amax_to_448():
     ("l06.loss-scale-normal", 4, "nonzero-only"),
     ("l06.loss-scale-normal", 6104, "not-a-power-of-two"),
     ("l06.bf16-loss-scaling", "yes", "bf16-like-fp16"),
-    ("l06.dynamic-skips", 5, "counted-good-step"),
+    ("l06.dynamic-skips", 10, "counted-good-step"),
     ("l06.ex-adam-70b", "140 GB", "weights-only"),
     ("l06.ex-adam-70b", 70e9 * 12, "no-master-copy"),
     ("l06.ex-fp8-scale", 57344 / 0.002, "e5m2-max"),
@@ -117,7 +123,7 @@ def test_wrong_answers_get_their_feedback(question_id, answer, name):
 
 @pytest.mark.parametrize("question_id, answer", [
     ("l06.why-master-weights", "Swamping"), ("l06.smallest-update", 0.0039), ("l06.loss-scale-normal", 8192),
-    ("l06.bf16-loss-scaling", "no"), ("l06.dynamic-skips", 4), ("l06.ex-adam-70b", "1.12 TB"),
+    ("l06.bf16-loss-scaling", "no"), ("l06.dynamic-skips", 9), ("l06.ex-adam-70b", "1.12 TB"),
     ("l06.ex-adam-70b", "1120 GB"), ("l06.ex-fp8-scale", 224000),
 ])
 def test_right_answers_as_a_learner_types_them(question_id, answer):
@@ -128,3 +134,21 @@ def test_helpers_refuse_bad_input():
     with pytest.raises(roofkit.InvalidValue, match="gradient"):
         lesson_06.smallest_power_of_two_scale(0)
     assert lesson_06.smallest_power_of_two_scale(-1e-8) == 8192  # the sign does not matter
+
+
+def test_hints_do_not_hand_over_the_key():
+    for question in quiz.questions("06"):
+        for hint in question.hints:
+            for call in ("swamping(", "underflow(", "loss_scaling(", "dynamic_loss_scale(", "adam_memory_per_param",
+                         "skipped_steps", "smallest_power_of_two_scale"):
+                assert call not in hint, (question.id, hint)
+
+
+def test_fp8_per_tensor_scaling_leaves_few_subnormals():
+    """The lesson's claim: with S = 448 / amax nothing flushes to zero and almost every value is normal."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(10_000) * 1e-3).astype(np.float32)
+    scaled = x * (448 / float(np.abs(x).max()))
+    u = precision.underflow(scaled, "e4m3")
+    assert u["underflow_fraction"] == 0 and u["subnormal_fraction"] < 0.01
+    assert precision.underflow(x, "e4m3")["underflow_fraction"] > 0.5  # unscaled: most become zero

@@ -1,12 +1,11 @@
-"""Lesson 04, accelerators side by side: ridges across the catalog, balance-point sizes, spec sheets."""
+"""Lesson 04, accelerators side by side: ridges across the catalog, balance-point sizes, spec sheets,
+peaks from their parts and the clock they assume."""
 
 import math
 
 from .. import formulas, hardware, roofline
 from ..quiz import Misconception, Question, register
 from ..units import quantity
-
-FLOPS_PER_FMA = formulas.gemm(1, 1, 1).flops  # a multiply and an add
 
 
 def _ridge(hw, dtype):
@@ -17,22 +16,19 @@ def _balance(hw, dtype):
     return roofline.balance_point_matrix_size(hw, dtype)
 
 
-def peak_from_parts(units, per_unit, fma_per_clock, clock_hz):
-    """Peak FLOP/s = units x (tensor cores per unit) x (FMAs per tensor core per clock) x 2 x clock.
-
-    ml-engineering's "Theoretical FLOPS = clock x flops per clock per unit x units",
-    with an FMA counted as 2 FLOPs.
-    """
-    return units * per_unit * fma_per_clock * FLOPS_PER_FMA * clock_hz
-
-
-def _derived_tflops(hw, tensor_cores_per_sm, fma_per_tensor_core_per_clock, clock_ghz, max_boost_ghz=None):
-    sms = hardware.get(hw).compute_units
-    return peak_from_parts(sms, tensor_cores_per_sm, fma_per_tensor_core_per_clock, clock_ghz * 1e9) / 1e12
-
-
 def _gib_ridge(hw, dtype, gib_per_s):
     return hardware.get(hw).peak(dtype) / quantity(f"{gib_per_s} GiB/s", "byte/s")
+
+
+def peak_at_clock(hw, dtype, clock_hz):
+    """The datasheet's dense peak scaled to another clock: P x f / f_tensor, where f_tensor is the clock
+    the datasheet's tensor-core peaks assume (the catalog's 'tensor' clock). FLOP/s."""
+    acc = hardware.get(hw)
+    return acc.peak(dtype) * clock_hz / acc.clock("tensor")
+
+
+def _tflops_from_parts(hw, dtype, held_ghz):
+    return hardware.get(hw).peak_from_parts(dtype, held_ghz * 1e9) / 1e12
 
 
 register(
@@ -40,33 +36,36 @@ register(
         id="l04.ridge-t4",
         lesson="04",
         kind="numeric",
-        prompt="The {hw} is a Turing inference card without BF16. What is its {dtype} tensor-core ridge point, "
-               "in FLOP/byte?",
+        prompt="What is the {hw}'s dense {dtype} tensor-core ridge point, in FLOP/byte? (Use the catalog's "
+               "datasheet figures. The T4 predates BF16: its tensor cores run FP16.)",
         params={"hw": "T4", "dtype": "fp16"},
+        variants={"hw": ("T4", "A10", "L4", "A100", "L40S")},
         key=_ridge,
         unit="FLOP/byte",
-        rtol=0.015,
+        rtol=0.01,
         hints=(
-            "Same recipe as on the H100: dense peak over memory bandwidth.",
-            "t4 = roofkit.hw('t4'); divide its FP16 peak by its bandwidth.",
+            "The ridge is where the two roofs of lesson 03 meet.",
+            "Divide the chip's dense FP16 peak (FLOP/s) by its memory bandwidth (bytes/s).",
         ),
         misconceptions=(
-            Misconception("int8-tops", "That uses the INT8 figure, twice the FP16 one: TOPS of integer math are not "
-                                       "FP16 FLOP/s.", answer=lambda hw, dtype: _ridge(hw, "int8")),
-            Misconception("fp32", "That is the FP32 ridge of the CUDA cores; the FP16 tensor-core peak is "
-                                  "eight times higher.", answer=lambda hw, dtype: _ridge(hw, "fp32")),
+            Misconception("int8-tops", "That is twice the ridge: it uses the INT8 figure (TOPS of integer math, not "
+                                       "FP16 FLOP/s) or a 2:4 sparse peak. Use the dense FP16 peak.",
+                          answer=lambda hw, dtype: _ridge(hw, "int8")),
+            Misconception("fp32", "That is the FP32 ridge of the CUDA cores; the FP16 tensor-core peak is several "
+                                  "times higher.", answer=lambda hw, dtype: _ridge(hw, "fp32")),
         ),
     ),
     Question(
-        id="l04.balance-n-t4",
+        id="l04.balance-n",
         lesson="04",
         kind="numeric",
-        prompt="At what size n does a square {dtype} GEMM (n x n x n, ideal traffic) reach the {hw}'s ridge point?",
-        params={"hw": "T4", "dtype": "fp16"},
+        prompt="At what size n does a square {dtype} GEMM (n x n x n, ideal traffic) reach the {hw}'s {dtype} "
+               "ridge point?",
+        params={"hw": "L40S", "dtype": "fp16"},
         variants={"hw": ("T4", "V100", "A10", "L4", "A100", "L40S")},
         key=_balance,
         unit="dimensionless",
-        rtol=0.015,
+        rtol=0.01,
         hints=(
             "Write the square GEMM's intensity as a function of n (lesson 02) and set it equal to the ridge.",
             "At 2 bytes per element the intensity is n/3.",
@@ -98,6 +97,33 @@ register(
         ),
     ),
     Question(
+        id="l04.sustained-peak",
+        lesson="04",
+        kind="numeric",
+        prompt="The {hw}'s datasheet quotes its dense {dtype} peak at the boost clock. In a long GEMM at its power "
+               "limit, nvidia-smi shows the SM clock holding at {held_mhz} MHz. What dense {dtype} peak does the "
+               "chip offer at that clock, in TFLOP/s?",
+        params={"hw": "A100", "dtype": "bf16", "held_mhz": 1275},
+        variants={"held_mhz": (1095, 1155, 1215, 1350)},
+        key=lambda hw, dtype, held_mhz: peak_at_clock(hw, dtype, held_mhz * 1e6) / 1e12,
+        unit="TFLOP/s",
+        rtol=0.01,
+        hints=(
+            "A peak is a clock rate times the work done per clock; only the clock changes here.",
+            "Scale the datasheet peak by the held clock over the boost clock it was computed at.",
+        ),
+        misconceptions=(
+            Misconception("datasheet-peak",
+                          "That is the datasheet's peak, computed at the boost clock. Each clock does the same work, "
+                          "so at a lower clock the chip does proportionally fewer FLOPs per second.",
+                          answer=lambda hw, dtype, held_mhz: hardware.get(hw).peak(dtype) / 1e12),
+            Misconception("inverted",
+                          "The ratio is upside down: a lower clock gives a lower peak. Multiply by held / boost.",
+                          answer=lambda hw, dtype, held_mhz: hardware.get(hw).peak(dtype)
+                          * hardware.get(hw).clock("tensor") / (held_mhz * 1e6) / 1e12),
+        ),
+    ),
+    Question(
         id="l04.v5e-gib",
         lesson="04",
         kind="numeric",
@@ -124,28 +150,31 @@ register(
         id="l04.ex-h100-peak",
         lesson="04",
         kind="numeric",
-        prompt="Derive the {hw}'s dense BF16 peak from its parts: the catalog's SM count, {tensor_cores_per_sm} "
-               "tensor cores per SM, {fma_per_tensor_core_per_clock} dense BF16 FMAs per tensor core per clock, "
-               "and a tensor-core clock of {clock_ghz} GHz. In TFLOP/s?",
-        params={"hw": "H100 SXM5", "tensor_cores_per_sm": 4, "fma_per_tensor_core_per_clock": 512,
-                "clock_ghz": 1.83, "max_boost_ghz": 1.98},
-        variants={"clock_ghz": (1.59, 1.65, 1.71, 1.755, 1.83)},
-        key=_derived_tflops,
+        prompt="An {hw} running a long {dtype} GEMM at its power limit holds an SM clock of {held_ghz} GHz. Derive "
+               "its dense {dtype} peak at that clock from its parts: the catalog's SM count, tensor cores per SM "
+               "and dense {dtype} FMAs per tensor core per clock. In TFLOP/s?",
+        params={"hw": "H100 SXM5", "dtype": "bf16", "held_ghz": 1.65},
+        variants={"held_ghz": (1.59, 1.71, 1.755, 1.8)},
+        key=_tflops_from_parts,
         unit="TFLOP/s",
         rtol=0.005,
         points=2,
         hints=(
             "Multiply what one tensor core does per clock by the number of tensor cores and by clocks per second.",
-            "An FMA is 2 FLOPs. The SM count is roofkit.hw('h100').compute_units.",
+            "An FMA is 2 FLOPs. The parts are the accelerator's compute_units, tensor_cores_per_unit and "
+            "tensor_fma_per_clock.",
         ),
         misconceptions=(
             Misconception("fma-one-flop", "An FMA is two FLOPs, a multiply and an add: multiply by 2.", scale=0.5),
+            Misconception("datasheet-peak",
+                          "That is the datasheet's peak, which assumes the clock the whitepaper quotes for the tensor "
+                          "cores. This chip holds a lower clock: multiply the parts by the clock it holds.",
+                          answer=lambda hw, dtype, held_ghz: hardware.get(hw).peak(dtype) / 1e12),
             Misconception("max-boost-clock",
-                          "That uses the maximum boost clock. Tensor-core peaks are quoted at a lower clock, the one "
-                          "the chip can hold while the tensor cores run flat out: use the given tensor-core clock.",
-                          answer=lambda hw, tensor_cores_per_sm, fma_per_tensor_core_per_clock, clock_ghz,
-                          max_boost_ghz: _derived_tflops(hw, tensor_cores_per_sm, fma_per_tensor_core_per_clock,
-                                                         max_boost_ghz)),
+                          "That uses the maximum boost clock, which the chip does not hold under a long tensor-core "
+                          "load: multiply the parts by the clock it holds.",
+                          answer=lambda hw, dtype, held_ghz: _tflops_from_parts(
+                              hw, dtype, hardware.get(hw).clock("boost") / 1e9)),
             Misconception("one-tensor-core-per-sm", "You counted one tensor core per SM; multiply by the tensor "
                                                     "cores in each SM.", scale=0.25),
         ),

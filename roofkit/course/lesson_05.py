@@ -1,5 +1,6 @@
-"""Lesson 05, number formats and tensor cores: bit fields, range and epsilon from the bit
-counts, real rounding, FP8 overflow, throughput and the ridge per precision, FP32 accumulation."""
+"""Lesson 05, number formats and tensor cores: bit fields and decoding a bit pattern, range and
+epsilon from the bit counts, real rounding, FP8 overflow, throughput and the ridge per precision,
+the gap between neighbouring values and FP32 accumulation."""
 
 import math
 
@@ -33,12 +34,79 @@ def _decades(fmt):
 _FP8 = ("e4m3", "e5m2")
 
 
+def _crossing(hw, ridge_precision, element):
+    """The smallest whole n at which a square GEMM with ``element`` (a precision or bytes) per element
+    reaches the ``ridge_precision`` ridge of ``hw``."""
+    return roofline.crossing_size(lambda n: formulas.gemm(n, n, n, element).intensity,
+                                  hardware.get(hw).ridge(ridge_precision))
+
+
 def _fp8_for_range(decades):
     """The FP8 format with the most precision whose range covers ``decades``; 'neither' if none does."""
     return next((name for name in _FP8 if _decades(name) >= decades), "neither")
 
 
+def stall_point(addend, fmt="bfloat16", fraction=0.5):
+    """The first power of two 2^k at which ``fraction`` of the format's gap there, 2^(k - M) * fraction,
+    is at least the addend (rounded to ``fmt``): where a running sum of that addend stops growing (the
+    rule of lesson 05: an addend below half the gap is lost, and a tie at 2^k, whose mantissa is all
+    zeros, rounds back to 2^k). ``fraction=1`` is the whole-gap slip."""
+    f, a = precision.get(fmt), precision.round_to(addend, fmt)
+    k = math.floor(math.log2(a))
+    while precision.spacing(2.0**k, f) * fraction < a:
+        k += 1
+    return 2.0**k
+
+
+def _fields(pattern, fmt):
+    """(sign, exponent field, mantissa field) of a bit pattern, as integers."""
+    f = precision.get(fmt)
+    text = pattern.replace(" ", "")
+    return int(text[0]), int(text[1:1 + f.exponent_bits], 2), int(text[1 + f.exponent_bits:], 2)
+
+
+def misread(pattern, fmt, *, bias=None, implicit=None, exponent=None):
+    """A bit pattern decoded with one rule changed, as a learner might: another ``bias``, the implicit
+    leading bit forced on or off (``implicit``), or the exponent field e read as e + ``exponent``."""
+    f = precision.get(fmt)
+    s, e, m = _fields(pattern, fmt)
+    normal = e != 0
+    lead = (1 if normal else 0) if implicit is None else int(implicit)
+    b = f.bias if bias is None else bias
+    power = (e if normal else 1) - b if exponent is None else e + exponent - b
+    return (-1) ** s * (lead + m / 2**f.mantissa_bits) * 2.0**power
+
+
 register(
+    Question(
+        id="l05.decode-bf16",
+        lesson="05",
+        kind="numeric",
+        prompt=("A BF16 value is stored as the bits {bits} (1 sign bit, 8 exponent bits, 7 mantissa bits). "
+                "What number is it?"),
+        params={"bits": "0 10000010 0101100"},
+        variants={"bits": ("0 01111101 1000000", "1 10000101 0010000", "0 10001000 1100100",
+                           "0 01111001 0110000", "1 10000000 1001001")},
+        key=lambda bits: precision.from_bits(bits, "bfloat16"),
+        unit="dimensionless",
+        rtol=0.005,
+        hints=(
+            "Read the three fields: the sign bit s, the exponent field e and the mantissa field m, each as an "
+            "unsigned binary integer.",
+            "BF16 has FP32's exponent bias, 127. A normal value is (-1)^s x (1 + m/2^7) x 2^(e - 127).",
+        ),
+        misconceptions=(
+            Misconception("sign", "The sign is wrong: a first bit of 1 means negative, 0 positive.",
+                          answer=lambda bits: -precision.from_bits(bits, "bfloat16")),
+            Misconception("no-implicit-one",
+                          "You left out the implicit leading 1: a normal number's significand is 1 + m/2^7, "
+                          "not m/2^7.", answer=lambda bits: misread(bits, "bfloat16", implicit=False)),
+            Misconception("no-bias", "You used the exponent field as the exponent. Subtract the bias, 127, first.",
+                          answer=lambda bits: misread(bits, "bfloat16", bias=0)),
+            Misconception("bias-128", "The bias is 2^(E-1) - 1 = 127 for 8 exponent bits, not 128: your value is "
+                                      "half the right one.", answer=lambda bits: misread(bits, "bfloat16", bias=128)),
+        ),
+    ),
     Question(
         id="l05.bf16-or-fp16",
         lesson="05",
@@ -85,6 +153,10 @@ register(
                           "That is only the power of two. The largest value also has the largest significand, "
                           "1.11...1 in binary (almost 2), not 1.0.",
                           answer=lambda E, M: 2.0 ** math.floor(math.log2(_layout(E, M, "ieee").max))),
+            Misconception("significand-two",
+                          "That is the next power of two (for FP16, 65536 = 2^16). The largest significand, "
+                          "1.11...1 in binary, is 2 - 2^-M: just below 2, not 2.",
+                          answer=lambda E, M: 2.0 ** (math.floor(math.log2(_layout(E, M, "ieee").max)) + 1)),
         ),
     ),
     Question(
@@ -124,12 +196,16 @@ register(
         unit="dimensionless",
         rtol=0,  # one exact whole number
         hints=(
-            "As the sum grows, so does the gap between neighbouring BF16 values. Once half that gap is larger "
-            "than the addend, each addition rounds back to the same sum.",
+            "As the sum grows, so does the gap between neighbouring BF16 values. Once the addend is less than "
+            "half that gap, each addition rounds back to the same sum.",
             "In [2^k, 2^(k+1)) BF16 values are 2^(k-7) apart. Find the first power of two at which half that "
-            "gap exceeds the addend.",
+            "gap is at least the addend.",
         ),
         misconceptions=(
+            Misconception("whole-gap",
+                          "The sum stops later than that: an addition is lost only when the addend is below HALF "
+                          "the gap (round to nearest), not below the whole gap.",
+                          answer=lambda addend, count: stall_point(addend, "bfloat16", fraction=1)),
             Misconception("exact-sum",
                           "That is the sum without rounding, or rounded only once at the end, which is what an "
                           "FP32 accumulator would nearly give. Here the sum is rounded to BF16 after every "
@@ -142,34 +218,30 @@ register(
         lesson="05",
         kind="numeric",
         prompt=("A square n x n x n matrix product runs on the {hw}'s {dtype} tensor cores with A, B and C all "
-                "stored in {dtype}. From what n on is it compute-bound?"),
-        params={"hw": "H100", "dtype": "FP8"},
-        variants={"hw": ("L4", "L40S", "H100", "H100 PCIe", "H200", "B200")},
-        key=lambda hw, dtype: roofline.balance_point_matrix_size(hw, dtype),
+                "stored in {dtype}. What is the smallest whole n for which it is compute-bound?"),
+        params={"hw": "B200", "dtype": "FP8"},
+        variants={"hw": ("L4", "L40S", "H100 PCIe", "H200", "B200")},
+        key=lambda hw, dtype: _crossing(hw, dtype, dtype),
         unit="dimensionless",
-        rtol=0.01,
+        rtol=0,  # one exact whole number
         hints=(
             "A square GEMM's intensity is 2n/(3b) with b bytes per element.",
-            "Set that intensity equal to the ridge of the same precision, peak FLOP/s over bandwidth, and "
-            "solve for n.",
+            "Set that intensity equal to the ridge of the same precision, peak FLOP/s over bandwidth, solve for n "
+            "and round up.",
         ),
         misconceptions=(
             Misconception("kept-2-bytes",
                           "You used the FP8 ridge with 2-byte elements. Stored in FP8, every element is 1 byte, "
                           "so the GEMM's intensity doubles along with the ridge.",
-                          answer=lambda hw, dtype: roofline.crossing_size(
-                              lambda n: formulas.gemm(n, n, n, 2).intensity, hardware.get(hw).ridge(dtype),
-                              integer=False)),
+                          answer=lambda hw, dtype: _crossing(hw, dtype, 2)),
             Misconception("bf16-ridge",
                           "You used the BF16 ridge. The FP8 tensor cores have twice the peak at the same "
                           "bandwidth, so their ridge is twice as far right.",
-                          answer=lambda hw, dtype: roofline.crossing_size(
-                              lambda n: formulas.gemm(n, n, n, dtype).intensity, hardware.get(hw).ridge("bf16"),
-                              integer=False)),
+                          answer=lambda hw, dtype: _crossing(hw, "bf16", dtype)),
         ),
     ),
     Question(
-        id="l05.ex-e4m3-max",
+        id="l05.e4m3-max",
         lesson="05",
         kind="numeric",
         prompt=("OCP's FP8 E4M3 (ml_dtypes' float8_e4m3fn) has {E} exponent bits and {M} mantissa bits with the "
@@ -179,7 +251,6 @@ register(
         key=lambda E, M: _layout(E, M, "fn").max,
         unit="dimensionless",
         rtol=0,  # one exact whole number
-        points=2,
         hints=(
             "Here the top exponent field 1111 is usable: what unbiased exponent does it stand for?",
             "At the top exponent the mantissa 111 is NaN, so the largest significand there is 1.110 in binary.",
@@ -193,6 +264,43 @@ register(
                           "The largest mantissa at the top exponent, all ones, is the NaN code. Step one "
                           "mantissa value down.",
                           answer=lambda E, M: _layout(E, M, "e2m1").max),
+            Misconception("significand-two",
+                          "That is the next power of two: a significand is always below 2, and at the top exponent "
+                          "the largest one allowed here is 1.110 in binary.",
+                          answer=lambda E, M: 2.0 ** (math.floor(math.log2(_layout(E, M, "fn").max)) + 1)),
+        ),
+    ),
+    Question(
+        id="l05.ex-decode-e4m3",
+        lesson="05",
+        kind="numeric",
+        prompt=("An FP8 E4M3 value (OCP's float8_e4m3fn: 1 sign bit, 4 exponent bits with bias 7, 3 mantissa "
+                "bits) is stored as the bits {bits}. What number is it?"),
+        params={"bits": "0 0000 101"},
+        variants={"bits": ("0 0000 001", "0 0000 011", "1 0000 110", "0 0000 111")},
+        key=lambda bits: precision.from_bits(bits, "float8_e4m3fn"),
+        unit="dimensionless",
+        rtol=0.005,
+        points=2,
+        hints=(
+            "An exponent field of all zeros marks a subnormal number (or zero, if the mantissa is zero too).",
+            "A subnormal has no implicit leading 1 and the exponent of the smallest normal numbers: "
+            "(-1)^s x (m/2^M) x 2^(1 - bias).",
+        ),
+        misconceptions=(
+            Misconception("normal-rule",
+                          "You decoded it as a normal number. An exponent field of 0 marks a subnormal: no implicit "
+                          "leading 1, and the exponent is 1 - bias.",
+                          answer=lambda bits: misread(bits, "float8_e4m3fn", implicit=True, exponent=0)),
+            Misconception("exponent-minus-bias",
+                          "Subnormals share the exponent of the smallest normal numbers, 1 - bias = -6, not "
+                          "0 - bias: your value is half the right one.",
+                          answer=lambda bits: misread(bits, "float8_e4m3fn", exponent=0)),
+            Misconception("zero",
+                          "An exponent field of 0 means zero only when the mantissa is 0 too. Here the mantissa "
+                          "counts multiples of the smallest subnormal.", answer=lambda bits: 0.0),
+            Misconception("sign", "The sign is wrong: a first bit of 1 means negative, 0 positive.",
+                          answer=lambda bits: -precision.from_bits(bits, "float8_e4m3fn")),
         ),
     ),
     Question(

@@ -46,7 +46,8 @@ register(
         key=lambda weight, update: "swamping" if _lost(weight, update) else "none",
         hints=(
             "How far apart are BF16 numbers near the weight? Compare with the update.",
-            "Compute weight + update in BF16: precision.swamping(weight, update, 'bf16').",
+            "An addition is lost when the update is below half the gap between neighbouring BF16 values at the "
+            "weight, 2^-7 times the power of two the weight sits in.",
         ),
         misconceptions=(
             Misconception("underflow",
@@ -101,7 +102,7 @@ register(
         unit="dimensionless",
         rtol=0,  # one exact whole number
         hints=(
-            "The normal range starts at min_normal = 2^(1 - bias); look it up with precision.get(fmt).min_normal.",
+            "The normal range starts at min_normal = 2^(1 - bias), FP16's smallest normal value.",
             "You need S x gradient >= min_normal, with S a power of two: round the ratio up to the next one.",
         ),
         misconceptions=(
@@ -127,7 +128,7 @@ register(
         else "no",
         hints=(
             "What decides whether a small number flushes to zero: the exponent bits or the mantissa bits?",
-            "Compare the format's smallest subnormal value with the gradients, or run precision.underflow.",
+            "Compare the format's smallest subnormal value with the gradients' magnitudes.",
         ),
         misconceptions=(
             Misconception("bf16-like-fp16",
@@ -143,14 +144,14 @@ register(
         prompt=("Dynamic loss scaling in {fmt} starts at S = {initial_scale:g}. Whenever a scaled gradient "
                 "overflows, the step is skipped and S is halved. If the largest gradient of every step is "
                 "{max_gradient}, how many steps are skipped before training proceeds?"),
-        params={"fmt": "float16", "initial_scale": 65536, "max_gradient": 10.0},
-        variants={"initial_scale": (32768, 65536, 131072), "max_gradient": (1.0, 3.0, 10.0, 50.0, 300.0)},
+        params={"fmt": "float16", "initial_scale": 65536, "max_gradient": 300.0},
+        variants={"initial_scale": (32768, 65536, 131072), "max_gradient": (1.0, 3.0, 50.0, 300.0, 2000.0)},
         key=lambda fmt, initial_scale, max_gradient: skipped_steps(max_gradient, fmt, initial_scale),
         unit="dimensionless",
-        rtol=0,
+        rtol=0,  # one exact whole number
         hints=(
-            "A step overflows when S x max_gradient exceeds the format's largest finite value.",
-            "Halve S until S x max_gradient fits, and count the halvings.",
+            "A step overflows when S times the largest gradient exceeds the format's largest finite value.",
+            "Halve S until S times the largest gradient fits, and count the halvings.",
         ),
         misconceptions=(
             Misconception("counted-good-step",
