@@ -95,15 +95,15 @@ def test_compare_reports_edited_deleted_duplicated_and_moved_cells():
 # --- judging answers safely ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["3.35 TB/s", "3350 GB/s", "2e3", "2 * 1000", "2**40 byte", "1.5e12 byte/s"])
+@pytest.mark.parametrize("text", ["3.35 TB/s", "3350 GB/s", "3.35e12", "3350 * 1e9", "(2**40)*3 B/s"])
 def test_numbers_as_typed_are_read(text):
-    assert score.safe_number_text(text)
+    judged = score.judge_answer(quiz.get("l00.bandwidth-units"), text)
+    assert judged.verdict in ("correct", "wrong") and "could not read" not in judged.reason
 
 
-@pytest.mark.parametrize("text", ["__import__('os').system('id')", "10**10**10", "9**99999 GB", "2^2^2^2",
-                                  "x" * 101, "open('/etc/passwd')"])
+@pytest.mark.parametrize("text", ["__import__('os').system('id')", "10**10**10", "9**99999 GB", "2^2^2^2^2^2",
+                                  "x" * 201, "open('/etc/passwd')"])
 def test_anything_else_is_refused_unread(text):
-    assert not score.safe_number_text(text)
     started = time.monotonic()
     judged = score.judge_answer(quiz.get("l00.bandwidth-units"), text)
     assert judged.verdict == "wrong" and "could not read your answer" in judged.reason
@@ -111,12 +111,13 @@ def test_anything_else_is_refused_unread(text):
 
 
 @pytest.mark.parametrize("text, ok", [("2*n", True), ("n + n", True), ("2*n^1", True), ("sqrt(4)*n", True),
-                                      ("n**99999", False), ("__import__('os')", False), ("n.real", False),
-                                      ("(lambda: n)()", False), ("m*2", False), ("[n]", False)])
-def test_formulas_are_checked_before_sympy_sees_them(text, ok):
-    assert score.safe_expression(text, ("n",)) is ok
+                                      ("2n", True), ("n**99999", False), ("__import__('os')", False),
+                                      ("n.real", False), ("(lambda: n)()", False), ("m*2", False), ("[n]", False)])
+def test_formulas_are_read_by_the_course_reader_never_by_sympify(text, ok):
+    started = time.monotonic()
     judged = score.judge_answer(quiz.get("l00.fma-formula"), text)
     assert (judged.verdict == "correct") is ok
+    assert time.monotonic() - started < 1
 
 
 def test_answers_that_are_not_text_or_numbers():
@@ -168,8 +169,20 @@ def test_functions_run_in_a_separate_process_and_cannot_touch_the_grader(tmp_pat
 def test_the_sandbox_reports_what_applies():
     facts = sandbox.available()
     assert set(facts) == {"landlock_abi", "root", "rlimits"}
-    assert all(not p.startswith(str(ROOT) + "/tests") for p in sandbox.read_paths())
-    assert str(ROOT) not in sandbox.read_paths()
+    paths = execute.sandbox_settings(execute.Limits(), "/nowhere")["read"]
+    assert all(not p.startswith(str(ROOT) + "/tests") for p in paths)
+    assert str(ROOT) not in paths and str(ROOT / "roofkit") not in paths  # the real package holds the bank
+
+
+def test_a_hidden_path_inside_a_readable_folder_stays_hidden(tmp_path):
+    for name in ("lib/a.py", "lib/pkg/course/keys.py", "lib/pkg/quiz.py", "lib/z/b.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    hidden = str(tmp_path / "lib" / "pkg" / "course")
+    paths = sandbox._excluding((str(tmp_path / "lib"),), (hidden,))
+    assert sorted(paths) == sorted(str(tmp_path / "lib" / n) for n in ("a.py", "pkg/quiz.py", "z"))
+    assert sandbox._excluding((str(tmp_path / "lib" / "z"),), (hidden,)) == [str(tmp_path / "lib" / "z")]
+    assert sandbox._excluding((hidden + "/keys.py",), (hidden,)) == []
 
 
 # --- the command line ----------------------------------------------------------------------
@@ -271,3 +284,38 @@ def test_a_release_of_every_lesson_present(tmp_path):
         else:
             assert cell.metadata["editable"] is False and stored[cell["id"]] == cells.checksum(cell)
     assert len({c["id"] for c in student.cells}) == len(student.cells)
+
+
+def test_a_release_made_before_prompts_were_stored_is_rebuilt_as_handed_out():
+    from roofkit.grading import assign
+
+    nb, manifest = assign.template(["00"], name="old", root=ROOT)
+    setup = next(c for c in nb.cells if c["id"] == "assignment-setup")
+    assert "use_release(" in setup.source and "fused multiply-adds" in setup.source  # prompts, now
+    setup.source = "# Assignment old: the numbers of your questions. Do not edit this cell.\n" \
+                   "from roofkit.quiz import use_variant\n\nuse_variant({})"
+    student = assign.student_notebook(nb, manifest, "ann", SECRET)
+    rebuilt = next(c for c in student.cells if c["id"] == "assignment-setup").source
+    assert rebuilt.startswith("# Assignment old for ann:") and "use_variant({\"l00." in rebuilt
+    assert "use_release" not in rebuilt
+
+
+def test_a_release_is_rebuilt_as_handed_out_after_the_bank_changes(tmp_path, monkeypatch):
+    """A new roofkit may reword a prompt or change a question's variants: the notebooks handed out stay the same."""
+    from dataclasses import replace
+
+    from roofkit.grading import assign
+
+    (tmp_path / "roster.csv").write_text("id\nann\nbo\n")
+    assign.main(["00"], name="hw", out=tmp_path / "r", roster=tmp_path / "roster.csv",
+                secret_file=tmp_path / "secret.txt", root=ROOT)
+    release = assign.read_release(tmp_path / "r")
+    secret = variants.read_secret(tmp_path / "secret.txt")
+    handed = nbformat.read(tmp_path / "r" / "students" / "ann" / "hw.ipynb", as_version=4)
+    question = quiz.get("l00.fma-flops")
+    changed = replace(question, prompt="Reworded: {fmas} FMAs, how many FLOPs?", hints=("another hint",),
+                      variants={"fmas": (3, 5, 7, 11)})
+    monkeypatch.setitem(quiz._BANK, question.id, changed)
+    rebuilt = assign.student_notebook(release.template, release.manifest, "ann", secret)
+    assert [c.source for c in rebuilt.cells] == [c.source for c in handed.cells]
+    assert assign.numbers(release.manifest, secret, "ann") == handed.metadata["roofkit"]["variant"]

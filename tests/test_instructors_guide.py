@@ -1,4 +1,10 @@
-"""docs/instructors.md, followed as written: its walkthrough's commands grade a folder of test submissions."""
+"""docs/instructors.md, followed as written: its commands grade folders of test submissions.
+
+The walkthrough (a class of three), then section 9's shards and merge on the
+same class, which must give the walkthrough's gradebook; section 8's private
+question end to end: its bank file and commands as printed, with no key in
+any student file.
+"""
 
 import csv
 import os
@@ -17,10 +23,17 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "instructors.md"
 
 
-def walkthrough_blocks() -> list[str]:
+def section(title: str) -> str:
     text = GUIDE.read_text(encoding="utf-8")
-    section = text.split("## Walkthrough", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.*?)```", section, re.S)
+    return text.split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def blocks(title: str, language: str = "sh") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", section(title), re.S)
+
+
+def walkthrough_blocks() -> list[str]:
+    return blocks("Walkthrough")
 
 
 def run_block(block: str, cwd: Path) -> str:
@@ -38,9 +51,14 @@ def answer(notebook: Path, wrong: set[str] = frozenset()):
         if cells.is_answer_cell(cell):
             qid = cells.checked_ids(cell.source)[0]
             question = quiz.get(qid).with_params(**numbers.get(qid, {}))
-            if question.kind == "code":
+            if qid == "hw2.ridge":  # section 8's code question: the student writes the function the cell starts
+                body = "return peak_flops / bandwidth" + (" if peak_flops < 1000 else 0.0" if qid in wrong else "")
+                cell.source = f"def ridge(peak_flops, bandwidth):\n    {body}\n\n\ncheck({qid!r}, ridge)"
+            elif question.kind == "code":
                 body = "return 2 * fmas" if qid not in wrong else "return fmas"
                 cell.source = f"def fma_flops(fmas):\n    {body}\n\ncheck({qid!r}, fma_flops)"
+            elif qid in wrong and question.misconceptions and question.misconceptions[0].answer:
+                cell.source = f"answer = {question.misconceptions[0].value(question)!r}\ncheck({qid!r}, answer)"
             else:
                 key = question.answer_key()
                 value = str(key) if question.kind == "symbolic" else key
@@ -83,3 +101,58 @@ def test_the_walkthrough_grades_a_class(tmp_path):
     book = gradebook(course / "grades" / "hw1" / "gradebook.csv")
     assert {s: r["score"] for s, r in book.items()} == {"ada": "5", "bob": "5", "cy": "0"}
     assert ada_result.stat().st_mtime_ns == before and "graded 1" in printed
+
+    # section 9: the same class in four shards, graded by four processes, merged into the same gradebook
+    one_run = (course / "grades" / "hw1" / "gradebook.csv").read_text(encoding="utf-8")
+    (shards,) = blocks("9. Grading past one machine")[:1]
+    run_block(shards, course)
+    assert (course / "grades" / "hw1" / "gradebook.csv").read_text(encoding="utf-8") == one_run
+    assert sum(1 for k in range(1, 5) for _ in (course / "grades" / f"hw1-{k}" / "results").glob("*.json")) == 3
+    canvas = (course / "grades" / "hw1" / "canvas.csv").read_text(encoding="utf-8").splitlines()
+    assert canvas[:2] == ["Student,ID,SIS User ID,SIS Login ID,Section,hw1", "Points Possible,,,,,5"]
+    assert "Ada L.,,,ada,,5" in canvas  # the roster's name column
+    assert (course / "grades" / "hw1" / "moodle.csv").read_text(encoding="utf-8").splitlines()[0] == \
+        "Username,ID number,Email address,hw1"
+
+
+def test_your_own_questions_end_to_end(tmp_path):
+    """Section 8 as printed: the bank file, assign with --bank, a class's answers, grade; no key in any student file."""
+    from roofkit.grading import bank
+
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "lessons", course / "lessons")
+    run_block(walkthrough_blocks()[0], course)  # the roster and the course secret
+    (bank_text,) = blocks("8. Your own questions", "python")
+    (course / "my-questions.py").write_text(bank_text, encoding="utf-8")
+    assign_block, grade_block = blocks("8. Your own questions")
+    printed = run_block(assign_block, course)
+    assert "hw2.gemm-time" in printed and "(private)" in printed
+    release = course / "release" / "hw2"
+    private = bank.load(course / "my-questions.py")
+    try:
+        keys = set()  # every key and misconception value of every student's numbers, as the usual texts
+        for student in ("ada", "bob", "cy"):
+            nb = nbformat.read(release / "students" / student / "hw2.ipynb", as_version=4)
+            question = private[0].with_params(**nb.metadata["roofkit"]["variant"].get("hw2.gemm-time", {}))
+            for value in (question.answer_key(), question.misconceptions[0].value(question)):
+                keys |= {repr(value), f"{value:.4g}", f"{value:.3e}"}
+        keys |= {"123457.0", "13.7", "square_gemm", "ridge_point", "my-questions"}
+        for path in (release / "students").rglob("*.ipynb"):
+            text = path.read_text(encoding="utf-8")
+            assert not [k for k in keys if k in text], (path, [k for k in keys if k in text])
+
+        submissions = course / "submissions" / "hw2"
+        submissions.mkdir(parents=True)
+        nbformat.write(answer(release / "students" / "ada" / "hw2.ipynb"), submissions / "ada.ipynb")
+        nbformat.write(answer(release / "students" / "bob" / "hw2.ipynb", wrong={"hw2.gemm-time", "hw2.ridge"}),
+                       submissions / "bob.ipynb")
+        printed = run_block(grade_block, course)
+        book = gradebook(course / "grades" / "hw2" / "gradebook.csv")
+        assert {s: (r["status"], r["score"]) for s, r in book.items()} == {
+            "ada": ("graded", "8"), "bob": ("graded", "5.75"), "cy": ("missing", "0")}
+        assert (book["ada"]["hw2.gemm-time"], book["bob"]["hw2.gemm-time"]) == ("2", "0")
+        assert book["bob"]["hw2.ridge"] == "0.75" and book["ada"]["lesson hw2"] == "3"  # 3 of 4 cases
+        page = (course / "grades" / "hw2" / "feedback" / "bob.html").read_text(encoding="utf-8")
+        assert "That is the time to move its bytes" in page and "hidden case 2" in page and "123457" not in page
+    finally:
+        bank.forget(course / "my-questions.py")

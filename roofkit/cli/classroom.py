@@ -1,4 +1,10 @@
-"""roofkit assign | roofkit grade: a release with per-student numbers, then a gradebook."""
+"""roofkit assign | roofkit grade: a release with per-student numbers, then a gradebook.
+
+    roofkit assign 00 --bank my-questions.py --roster roster.csv --secret-file secret.txt --out release/hw1
+    roofkit grade submissions/hw1 --assignment release/hw1 --secret-file secret.txt --out grades/hw1
+    roofkit grade submissions/hw1 ... --shard 2/4 --out grades/hw1-2        (one of four machines)
+    roofkit grade --merge grades/hw1-1 grades/hw1-2 grades/hw1-3 grades/hw1-4 --out grades/hw1 --export canvas
+"""
 
 from __future__ import annotations
 
@@ -23,10 +29,12 @@ def cmd_assign(args) -> None:
     from ..grading import assign
 
     summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
-                          roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root)
+                          roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root,
+                          bank=args.bank)
     lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
     lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
               + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
+              + ("   (private)" if q.get("private") else "")
               for q in summary["questions"]]
     if summary["students"]:
         lines.append(f"{len(summary['students'])} student notebooks in {summary['out']}/students/ID/{summary['name']}.ipynb"
@@ -35,17 +43,44 @@ def cmd_assign(args) -> None:
         lines.append(f"hand out {summary['notebooks']['']}")
     lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades"
                  + (f" --secret-file {summary['secret_file']}" if summary["secret_file"] else ""))
+    if any(q.get("private") for q in summary["questions"]):
+        lines.append(f"the keys of the private questions stay in {args.bank}: no student file holds them; "
+                     "keep the bank where `roofkit grade` can read it")
     emit(args, summary, lines)
 
 
 def cmd_grade(args) -> None:
-    from ..grading import execute, grade
+    from ..errors import InvalidValue
+    from ..grading import execute, grade, shard
 
+    if args.merge:
+        if args.submissions or args.assignment or args.shard or args.bank:
+            raise InvalidValue("--merge takes only the shards' output folders, --out and --export: the shards "
+                               "already hold the grading.")
+        summary = shard.merge(args.merge, out=args.out)
+        if args.export:
+            from ..grading import export
+
+            summary["exports"] = export.main(args.out, args.export, assignment=summary["assignment"],
+                                             people=summary.pop("people", None), column=args.lms_column)
+        summary.pop("people", None)
+        summary.update(graded=0, skipped=0)
+        _print_grades(args, summary, f"merged {len(args.merge)} shards; ")
+        return
+    if not args.submissions:
+        raise InvalidValue("name the submissions to grade (notebooks, or folders of them), or --merge shard outputs.")
     given = {"notebook_s": args.timeout, "cell_s": args.cell_timeout}
     limits = execute.Limits(**{k: v for k, v in given.items() if v is not None})
     summary = grade.main(args.submissions, out=args.out, release=args.assignment, secret_file=args.secret_file,
                          workers=args.workers, limits=limits, regrade=args.regrade,
-                         progress=not getattr(args, "json", False))
+                         progress=not getattr(args, "json", False), bank=args.bank,
+                         shard=shard.parse(args.shard) if args.shard else None, export=args.export or [],
+                         column=args.lms_column)
+    where = f"shard {summary['shard'][0]}/{summary['shard'][1]}: " if summary.get("shard") else ""
+    _print_grades(args, summary, where)
+
+
+def _print_grades(args, summary: dict, where: str) -> None:
     lines = []
     for row in summary["students"]:
         status = "" if row["status"] == "graded" else f"  [{row['status']}]"
@@ -53,8 +88,9 @@ def cmd_grade(args) -> None:
         lines.append(f"{row['student']:<16} {row['score']:g} / {row['max_score']:g}  ({row['percent']:g}%){status}{flags}")
         if not summary["assignment"] or len(row["lessons"]) > 1:
             lines += [f"  lesson {k}: {v['score']:g} / {v['max_score']:g}" for k, v in sorted(row["lessons"].items())]
-    lines.append(f"graded {summary['graded']}, already graded {summary['skipped']}; "
+    lines.append(f"{where}graded {summary['graded']}, already graded {summary['skipped']}; "
                  f"gradebook {summary['gradebook']}, feedback pages in {summary['feedback']}/")
+    lines += [f"{kind} import file: {path}" for kind, path in summary.get("exports", {}).items()]
     emit(args, summary, lines)
 
 
@@ -69,11 +105,13 @@ def register(sub, common) -> None:
     assign.add_argument("--secret-file", help="the course secret (created if missing; needed again to grade)")
     assign.add_argument("--points", action="append", metavar="ID=P", help="points of a question (repeatable)")
     assign.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
+    assign.add_argument("--bank", metavar="PATH", help="your own questions: a Python file or a folder of them, "
+                        "written with roofkit.quiz.Question (their keys never reach a student)")
     assign.set_defaults(func=cmd_assign)
 
     grade = sub.add_parser("grade", help="run and grade submissions: gradebook, results and feedback pages",
                            parents=[common])
-    grade.add_argument("submissions", nargs="+", help="notebooks, or folders of them (one per student)")
+    grade.add_argument("submissions", nargs="*", help="notebooks, or folders of them (one per student)")
     grade.add_argument("--out", required=True, help="folder for gradebook.csv, results.json, feedback/ and results/")
     grade.add_argument("--assignment", help="the release folder made by `roofkit assign` (without it: grade a "
                        "notebook of the course with the lessons' own numbers)")
@@ -82,4 +120,15 @@ def register(sub, common) -> None:
     grade.add_argument("--timeout", type=number("timeout"), help="seconds per notebook (default 300)")
     grade.add_argument("--cell-timeout", type=number("cell-timeout"), help="seconds per cell (default 60)")
     grade.add_argument("--regrade", action="store_true", help="grade again even what is already graded")
+    grade.add_argument("--bank", metavar="PATH", help="the private questions the release was made with "
+                       "(default: where `roofkit assign --bank` read them)")
+    grade.add_argument("--shard", metavar="K/N", help="grade only shard K of N (a stable split by student id), "
+                       "e.g. one task of a Slurm array; then --merge the N outputs")
+    grade.add_argument("--merge", nargs="+", metavar="OUT", help="build one gradebook in --out from the output "
+                       "folders of all N shards (refuses shards of other releases or limits)")
+    grade.add_argument("--export", action="append", choices=("canvas", "moodle"),
+                       help="also write OUT/canvas.csv (Canvas gradebook import) or OUT/moodle.csv (Moodle grade "
+                       "import); repeatable")
+    grade.add_argument("--lms-column", metavar="TITLE", help="the grade column's title in the export (default: the "
+                       "assignment's name; for Canvas, 'Title (id)' updates that assignment)")
     grade.set_defaults(func=cmd_grade)

@@ -4,13 +4,19 @@ One module per step; each step's ``main`` is both the Python API and what the
 ``roofkit`` command calls:
 
     assign    lessons -> a release: a notebook per student, with their numbers   assign.main(["00"], ...)
+    bank      an instructor's private questions, read by assign and grade only   assign.main(..., bank="q.py")
+    release   questions as a release hands them out: prompts, never keys         release.use_release(...)
     variants  each student's numbers, from the course secret and their id (HMAC)  variants.draw(secret, id, q)
     cells     locked-cell checksums; what a submission changed                    cells.compare(...)
+    stripped  the roofkit a graded kernel imports: the package without its bank  stripped.package()
     sandbox   the fence around student code: limits, privileges, Landlock
+    probe     the grader's watch on reaches for keys inside a graded kernel
     execute   one submission in a fresh sandboxed kernel -> its answer records   execute.main(path)
     cases     code questions run on public and hidden cases in a clean process
     grade     many submissions, in parallel, resumable -> one result per student grade.main(paths, out=...)
     report    gradebook.csv, results.json and a feedback page per student        report.main(out)
+    shard     one N-th of a class per machine, then one gradebook (--merge)      shard.merge(outs, out=...)
+    export    the gradebook as Canvas and Moodle import it                      export.main(out, ["canvas"])
 
 See docs/instructors.md for the workflow.
 """
@@ -19,7 +25,8 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["assign", "variants", "cells", "sandbox", "execute", "cases", "grade", "report"]
+__all__ = ["assign", "bank", "release", "variants", "cells", "stripped", "sandbox", "probe", "execute", "cases", "grade",
+           "report", "shard", "export"]
 
 
 def __getattr__(name: str):

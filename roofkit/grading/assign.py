@@ -6,12 +6,17 @@
     OUT/NAME.ipynb                      without a roster: the one notebook to hand out
 
 A release notebook starts with a header (questions and points) and a setup
-cell that calls ``roofkit.quiz.use_variant`` with the student's numbers, so
-``ask`` and ``check`` show them. Answer cells are left open; every other cell
-is locked: marked read-only for JupyterLab and checksummed (see
-:mod:`roofkit.grading.cells`). The same inputs always give the same files, so
-the grader rebuilds any student's notebook from the template, the roster and
-the secret (:func:`student_notebook`) instead of trusting what comes back.
+cell that calls :func:`roofkit.grading.release.use_release` with each
+question as the student may see it: the prompt as text with their numbers,
+never a key. Answer cells are left open; every other cell is locked: marked
+read-only for JupyterLab and checksummed (see :mod:`roofkit.grading.cells`).
+The same inputs always give the same files, so the grader rebuilds any
+student's notebook from the template, the roster and the secret
+(:func:`student_notebook`) instead of trusting what comes back.
+
+An instructor's private questions (``bank=``, see :mod:`roofkit.grading.bank`)
+get cells of their own: a heading, an ``ask`` cell and an answer cell. Their
+keys stay in the bank, which only ``assign`` and ``grade`` read.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pathlib import Path
 from ..errors import InvalidValue
 from . import cells, variants
 
-__all__ = ["main", "template", "student_notebook", "read_release", "Release", "MANIFEST"]
+__all__ = ["main", "template", "student_notebook", "specs", "numbers", "read_release", "Release", "MANIFEST"]
 
 MANIFEST, TEMPLATE = "assignment.json", "template.ipynb"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -57,8 +62,35 @@ def _answer_ids(cell_list) -> list[str]:
     return ids
 
 
-def _exercise_cells(root: Path, patterns: list[str]) -> tuple[list, list[str]]:
-    """An exercise set: each chosen question's ask cell and answer cell, taken from its lesson."""
+def _private_cells(question) -> list:
+    """A private question's cells: a heading, the prompt (``ask``), an answer cell."""
+    import inspect
+
+    import nbformat
+
+    qid = question.id
+    cell_id = re.sub(r"[^A-Za-z0-9-]", "-", qid)
+    heading = nbformat.v4.new_markdown_cell(f"### {qid} ({question.points:g} pt)")
+    heading["id"] = f"{cell_id}-heading"
+    prompt = nbformat.v4.new_code_cell(f"ask({qid!r})")
+    prompt["id"] = f"{cell_id}-ask"
+    if question.kind == "code":
+        name = re.sub(r"\W", "_", qid.rsplit(".", 1)[-1]).strip("_") or "answer"
+        name = name if name[0].isalpha() else f"f_{name}"
+        try:
+            arguments = ", ".join(inspect.signature(question.key).parameters)
+        except (TypeError, ValueError):
+            arguments = "*args"
+        body = f"def {name}({arguments}):\n    ...  # your code here\n\n\ncheck({qid!r}, {name})"
+    else:
+        body = f"answer = ...  # your answer here\ncheck({qid!r}, answer)"
+    answer = nbformat.v4.new_code_cell(body)
+    answer["id"] = f"{cell_id}-answer"
+    return [heading, prompt, answer]
+
+
+def _exercise_cells(root: Path, patterns: list[str], private: list[str] = ()) -> tuple[list, list[str]]:
+    """An exercise set: each chosen question's ask cell and answer cell, from its lesson (or made, if private)."""
     import nbformat
 
     from .. import quiz
@@ -75,6 +107,9 @@ def _exercise_cells(root: Path, patterns: list[str]) -> tuple[list, list[str]]:
     out[0]["id"] = "exercises-imports"
     for qid in chosen:
         question = quiz.get(qid)
+        if qid in private:
+            out += _private_cells(question)
+            continue
         if question.lesson not in by_lesson:
             found = _lesson_notebooks(root, [question.lesson])
             by_lesson[question.lesson] = _cells_of_lesson(found[0][1])
@@ -90,10 +125,48 @@ def _exercise_cells(root: Path, patterns: list[str]) -> tuple[list, list[str]]:
     return out, chosen
 
 
-def _setup_source(name: str, student: str | None, params: dict) -> str:
+def specs(manifest: dict, params: dict[str, dict]) -> dict[str, dict]:
+    """Each question of the release as a student with these numbers sees it (no key): for the setup cell.
+
+    From what the release recorded of each question, so a later change to the bank (a new roofkit, a fixed key)
+    does not change the notebooks the grader rebuilds.
+    """
+    from .. import quiz
+    from .release import spec
+
+    recorded = manifest.get("public") or {}
+    return {q["id"]: spec(recorded.get(q["id"]) or quiz.get(q["id"]), q["points"], params.get(q["id"]))
+            for q in manifest["questions"]}
+
+
+def numbers(manifest: dict, secret: bytes | None, student: str | None) -> dict[str, dict]:
+    """question id -> the parameters ``student`` was given, for every question that varies.
+
+    Drawn among the combinations the release recorded (a release made before they were recorded: among the
+    bank's current ones).
+    """
+    from .. import quiz
+
+    if secret is None or student is None:
+        return {}
+    recorded = manifest.get("public") or {}
+    out = {}
+    for q in manifest["questions"]:
+        stored = (recorded.get(q["id"]) or {}).get("combinations")
+        drawn = variants.pick(secret, student, q["id"], stored) if stored is not None \
+            else variants.draw(secret, student, quiz.get(q["id"]))
+        if drawn:
+            out[q["id"]] = drawn
+    return out
+
+
+def _setup_source(name: str, student: str | None, questions: dict[str, dict]) -> str:
+    import pprint
+
     who = f" for {student}" if student else ""
-    return (f"# Assignment {name}{who}: the numbers of your questions. Do not edit this cell.\n"
-            f"from roofkit.quiz import use_variant\n\nuse_variant({json.dumps(params, sort_keys=True)})")
+    return (f"# Assignment {name}{who}: your questions, with your numbers. Do not edit this cell.\n"
+            "from roofkit.grading.release import use_release\n\n"
+            f"use_release({pprint.pformat(questions, sort_dicts=True, width=110)})")
 
 
 def _header(name: str, origin: str, questions: list[dict]) -> str:
@@ -117,21 +190,27 @@ def _lock(cell) -> None:
 
 
 def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, root: str | Path = ".",
-             points: dict[str, float] | None = None):
-    """The release notebook with the lessons' own numbers, and its manifest (a dict)."""
+             points: dict[str, float] | None = None, private: list[str] = ()):
+    """The release notebook with the lessons' own numbers, and its manifest (a dict).
+
+    ``private``: ids of an instructor's private questions (loaded from their bank); without ``questions``
+    they are all added, with ``questions`` those the patterns name.
+    """
     import nbformat
 
     from .. import quiz
 
     root = Path(root)
-    if not lessons and not questions:
-        raise InvalidValue("choose lessons (e.g. `roofkit assign 00 01`) or questions (--questions 'l01.ex-*').")
+    if not lessons and not questions and not private:
+        raise InvalidValue("choose lessons (e.g. `roofkit assign 00 01`), questions (--questions 'l01.ex-*') "
+                           "or a bank of your own (--bank my-questions.py).")
     body, lesson_names = [], []
     for stem, notebook in _lesson_notebooks(root, list(lessons)) if lessons else []:
         body += _cells_of_lesson(notebook)
         lesson_names.append(stem)
-    if questions:
-        extra, _ = _exercise_cells(root, list(questions))
+    patterns = list(questions) or list(private)
+    if patterns:
+        extra, _ = _exercise_cells(root, patterns, list(private))
         body += extra
     ids = _answer_ids(body)
     if not ids:
@@ -147,11 +226,23 @@ def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, r
         value = float(points.get(qid, question.points))
         if not value > 0:
             raise InvalidValue(f"points for {qid} must be positive; got {value:g}.")
-        listed.append({"id": qid, "lesson": question.lesson, "kind": question.kind, "points": value})
+        entry = {"id": qid, "lesson": question.lesson, "kind": question.kind, "points": value}
+        if qid in private:
+            entry["private"] = True
+        listed.append(entry)
     origin = ", ".join(f"`lessons/{s}.md`" for s in lesson_names) or "questions of the bank"
+    if private and any(q.get("private") for q in listed):
+        origin += (", and questions of your instructor's own" if lesson_names or questions else
+                   " (your instructor's own questions)")
     header = nbformat.v4.new_markdown_cell(_header(name, origin, listed))
     header["id"] = "assignment-header"
-    setup = nbformat.v4.new_code_cell(_setup_source(name, None, {}))
+    from .release import public
+
+    manifest = {"roofkit_assignment": 1, "name": name, "lessons": lesson_names, "exercises": list(questions),
+                "questions": listed, "points_total": sum(q["points"] for q in listed),
+                "public": {q["id"]: {**public(quiz.get(q["id"])), "combinations": list(variants.combinations(
+                    quiz.get(q["id"])))} for q in listed}}
+    setup = nbformat.v4.new_code_cell(_setup_source(name, None, specs(manifest, {})))
     setup["id"] = "assignment-setup"
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
@@ -167,19 +258,20 @@ def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, r
             cell.metadata["roofkit"] = {"answer": cells.checked_ids(cells.source(cell))}
         else:
             _lock(cell)
-    manifest = {"roofkit_assignment": 1, "name": name, "lessons": lesson_names, "exercises": list(questions),
-                "questions": listed, "points_total": sum(q["points"] for q in listed)}
     return nb, manifest
 
 
 def student_notebook(template_nb, manifest: dict, student: str | None, secret: bytes | None):
     """The notebook ``student`` was given: the template with their numbers in the setup cell."""
-    from .. import quiz
-
     nb = copy.deepcopy(template_nb)
-    params = variants.variant(secret, student, [quiz.get(q["id"]) for q in manifest["questions"]])
+    params = numbers(manifest, secret, student)
     setup = next(c for c in nb.cells if c.get("id") == "assignment-setup")
-    setup.source = _setup_source(manifest["name"], student, params)
+    if "use_release(" in cells.source(setup):
+        setup.source = _setup_source(manifest["name"], student, specs(manifest, params))
+    else:  # a release made before prompts were stored in it: its students hold this setup cell
+        who = f" for {student}" if student else ""
+        setup.source = (f"# Assignment {manifest['name']}{who}: the numbers of your questions. Do not edit this cell.\n"
+                        f"from roofkit.quiz import use_variant\n\nuse_variant({json.dumps(params, sort_keys=True)})")
     _lock(setup)
     nb.metadata["roofkit"] = {
         "assignment": manifest["name"], "student": student, "variant": params,
@@ -211,6 +303,23 @@ class Release:
         self.name = self.manifest["name"]
         self.students = self.manifest.get("students")
 
+    def load_bank(self, path: str | Path | None = None):
+        """The private questions of this release, loaded and checked (None when it has none)."""
+        from . import bank
+
+        recorded = self.manifest.get("bank")
+        if not recorded:
+            if path:
+                raise InvalidValue(f"release {self.name!r} has no private questions: it needs no --bank.")
+            return None
+        where = path or recorded.get("path")
+        if not path and not Path(where or "").exists():
+            raise InvalidValue(f"release {self.name!r} has private questions ({', '.join(recorded['questions'])}), "
+                               f"whose bank is no longer at {where!r}: pass it with --bank.")
+        loaded = bank.Bank(where)
+        loaded.check(recorded, self.name)
+        return loaded
+
     def check_secret(self, secret: bytes | None) -> None:
         expected = self.manifest.get("secret_fingerprint")
         if expected and secret is None:
@@ -226,18 +335,30 @@ def read_release(folder: str | Path) -> Release:
 
 def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None = None, out: str | Path = "release",
          roster: str | Path | None = None, secret_file: str | Path | None = None,
-         points: dict[str, float] | None = None, root: str | Path = ".") -> dict:
-    """Write a release; return a summary (the CLI prints it)."""
+         points: dict[str, float] | None = None, root: str | Path = ".", bank: str | Path | None = None) -> dict:
+    """Write a release; return a summary (the CLI prints it).
+
+    ``bank``: a Python file or folder of the instructor's private questions (:mod:`roofkit.grading.bank`).
+    """
     import nbformat
+
+    from . import bank as banks
 
     name = name or ("-".join(lessons) if lessons else "exercises")
     if not _NAME.fullmatch(name):
         raise InvalidValue(f"bad assignment name {name!r}: use letters, digits and . _ - (up to 64 characters).")
     students = variants.read_roster(roster) if roster else None
+    private = banks.Bank(bank) if bank else None
     secret = variants.read_secret(secret_file, create=True) if students else None
-    nb, manifest = template(list(lessons), list(questions), name=name, root=root, points=points)
+    nb, manifest = template(list(lessons), list(questions), name=name, root=root, points=points,
+                            private=private.ids if private else ())
     manifest["students"] = students
+    manifest["people"] = variants.read_people(roster) if roster else {}
     manifest["secret_fingerprint"] = variants.fingerprint(secret) if secret else None
+    if private:
+        handed = [q["id"] for q in manifest["questions"] if q.get("private")]
+        manifest["bank"] = {**private.manifest(), "questions": handed,
+                            "public_sha256": banks.public_digest([q for q in private.questions if q.id in handed])}
     out = Path(out)
     text = nbformat.writes(nb) + "\n"
     manifest["template_sha256"] = hashlib.sha256(text.encode()).hexdigest()
@@ -249,9 +370,7 @@ def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None
         _write(path, nbformat.writes(mine) + "\n")
         written[student or ""] = str(path)
     _write(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-    from .. import quiz
-
-    counts = {q["id"]: len(variants.combinations(quiz.get(q["id"]))) for q in manifest["questions"]}
+    counts = {q["id"]: len(manifest["public"][q["id"]]["combinations"]) for q in manifest["questions"]}
     return {"name": name, "out": str(out), "questions": manifest["questions"], "points_total": manifest["points_total"],
             "students": students or [], "notebooks": written, "variants": counts,
             "secret_file": str(secret_file) if secret else None}

@@ -116,21 +116,30 @@ def child() -> None:
 
 
 def run(items: list[dict], *, workdir: str, env: dict, settings: dict, case_s: float = 2.0,
-        startup_s: float = 30.0) -> dict[tuple[str, int], dict]:
+        startup_s: float = 30.0, probes: list[str] | None = None) -> dict[tuple[str, int], dict]:
     """Run ``items`` ({q, source, cases}) in a sandboxed process; (question, case index) -> result line.
 
-    Cases with no line (the process was killed at its time limit, or crashed) are absent.
+    Cases with no line (the process was killed at its time limit, or crashed) are absent. The process imports
+    the copy of roofkit without its question bank (``settings["package"]``); what the grader's watch reports
+    from it (:mod:`roofkit.grading.probe`) is appended to ``probes``.
     """
     import subprocess
+
+    from . import probe, sandbox
 
     if not items:
         return {}
     budget = startup_s + case_s * sum(len(item["cases"]) for item in items) + 2
     request = json.dumps({"items": items, "case_s": case_s}).encode()
-    process = subprocess.Popen([sys.executable, "-I", "-m", "roofkit.grading.sandbox", "--module",
-                                "roofkit.grading.cases"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, cwd=workdir, start_new_session=True,
-                               env={**env, "ROOFKIT_SANDBOX": json.dumps(settings)})
+    watch = probe.Watch()
+    try:
+        process = subprocess.Popen(sandbox.command(settings["package"], "--module", "roofkit.grading.cases"),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   cwd=workdir, start_new_session=True, pass_fds=(watch.write_fd,),
+                                   env={**env, "ROOFKIT_SANDBOX": json.dumps({**settings,
+                                                                              "probe_fd": watch.write_fd})})
+    finally:
+        watch.handed_over()
     output = bytearray()
     try:
         process.stdin.write(request)  # the child reads all of it before it writes anything
@@ -148,6 +157,9 @@ def run(items: list[dict], *, workdir: str, env: dict, settings: dict, case_s: f
         _kill_group(process)
         process.wait()
         process.stdout.close()
+        if probes is not None:
+            probes += [what for what in watch.events() if what not in probes]
+        watch.close()
     results = {}
     for line in bytes(output[:MAX_OUTPUT]).decode(errors="replace").splitlines():
         try:

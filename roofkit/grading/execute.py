@@ -71,6 +71,8 @@ class Run:
     dropped_records: int = 0  # answer records too large or too many to keep
     seconds: float = 0.0
     sandbox: dict = field(default_factory=dict)
+    probes: list[tuple[int, str]] = field(default_factory=list)  # (cell index, a reach for a key), see .probe
+    watch_closed: bool = False  # the notebook closed the grader's watch while the kernel ran
 
     def notes(self) -> list[str]:
         """Execution events in words, for the feedback page."""
@@ -101,23 +103,40 @@ def _unprivileged(user: str) -> str | None:
         import pwd
 
         pwd.getpwnam(user)
-        probe = subprocess.run([sys.executable, "-I", "-c", "import ipykernel, roofkit.quiz"], user=user,
-                               cwd="/", capture_output=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+        from . import stripped
+
+        code = f"import sys; sys.path.insert(0, {stripped.package()!r}); import ipykernel, roofkit.quiz"
+        probe = subprocess.run([sys.executable, "-I", "-c", code], user=user, cwd="/", capture_output=True,
+                               timeout=120, env={"PATH": "/usr/bin:/bin"})
         return user if probe.returncode == 0 else None
     except (KeyError, OSError, subprocess.SubprocessError):
         return None
 
 
 def sandbox_settings(limits: Limits, folder: str) -> dict:
-    """The settings :mod:`roofkit.grading.sandbox` applies, for a kernel working in ``folder``."""
-    from . import sandbox
+    """The settings :mod:`roofkit.grading.sandbox` applies, for a kernel working in ``folder``.
 
+    The kernel imports the copy of roofkit without its question bank, may not read the real package or a
+    private bank (Landlock), and reports any attempt to (the watch, given the hashes of those paths only).
+    """
+    from . import probe, sandbox, stripped
+
+    package = stripped.package()
     user = None
     if limits.user:
         user = _unprivileged("nobody" if limits.user == "auto" else limits.user)
-    return {"write": [folder], "read": sandbox.read_paths(), "landlock": limits.landlock, "user": user,
-            "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
-            "cpu_s": int(2 * limits.notebook_s + 30), "output_chars": limits.output_bytes}
+    hidden = stripped.hidden()
+    tripwire = os.path.join(package, "roofkit", "course")
+    watched = [*hidden, tripwire]
+    # folders the watch need not check (thousands of imports): the installation, unless a hidden path is in it
+    trusted = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+               if not any(os.path.realpath(h).startswith(os.path.realpath(p) + os.sep) for h in hidden)]
+    return {"write": [folder], "read": sandbox.read_paths(package, hidden), "landlock": limits.landlock,
+            "user": user, "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
+            "cpu_s": int(2 * limits.notebook_s + 30), "output_chars": limits.output_bytes,
+            "package": package, "graded": True, "hidden": [probe.digest(p) for p in watched],
+            "quiet": [os.path.join(tripwire, "__init__.py"), os.path.join(tripwire, "__pycache__")],
+            "trusted": trusted}
 
 
 def sandbox_env(folder: str) -> dict:
@@ -161,20 +180,26 @@ class _Kernel:
         from jupyter_client import BlockingKernelClient
         from jupyter_client.connect import write_connection_file
 
+        from . import probe, sandbox
+
         self.folder, self.limits = folder, limits
+        self.watch = probe.Watch()
         connection, _ = write_connection_file(os.path.join(folder, "kernel.json"), ip="127.0.0.1")
         if settings.get("user"):
             import pwd
 
             entry = pwd.getpwnam(settings["user"])
             os.chown(connection, entry.pw_uid, entry.pw_gid)
-        env = {**sandbox_env(folder), "ROOFKIT_SANDBOX": json.dumps({**settings, "ports_from_connection_file": True})}
+        env = {**sandbox_env(folder), "PYTHONPATH": settings["package"], "ROOFKIT_SANDBOX": json.dumps(
+            {**settings, "ports_from_connection_file": True, "probe_fd": self.watch.write_fd})}
         self.log = open(os.path.join(folder, "kernel.log"), "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "roofkit.grading.sandbox", "-f", connection,
-             "--HistoryManager.enabled=False"],
-            cwd=os.path.join(folder, "work"), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-            stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self.process = subprocess.Popen(
+                sandbox.command(settings["package"], "-f", connection, "--HistoryManager.enabled=False"),
+                cwd=os.path.join(folder, "work"), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
+                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(self.watch.write_fd,))
+        finally:
+            self.watch.handed_over()
         self.client = BlockingKernelClient(context=context)
         self.client.load_connection_file(connection)
         self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
@@ -264,6 +289,7 @@ class _Kernel:
             pass
         self.process.wait()
         self.log.close()
+        self.watch.close()
         kill_strays(self.folder)
 
     def disk_used(self) -> int:
@@ -275,6 +301,18 @@ class _Kernel:
                 except OSError:
                     pass
         return total
+
+
+def child_reports(folder: str) -> list[str]:
+    """What processes started by the notebook reached for (see roofkit.grading.release.report), at most 20."""
+    from .release import KEYS_LOG
+
+    try:
+        with open(os.path.join(folder, KEYS_LOG), encoding="utf-8", errors="replace") as file:
+            lines = file.read(100_000).splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.strip()[:300] for line in lines if line.strip()))[:20]
 
 
 def kill_strays(folder: str) -> None:
@@ -309,6 +347,21 @@ class _Executor:
         self.disconnects = self.records_bytes = 0
         self.disk_checked = time.monotonic()
 
+    def watch(self, index: int) -> None:
+        """Tie what the watch reported since the last look to cell ``index``."""
+        watch = self.kernel.watch
+        was_open = not watch.closed
+        for what in watch.events():
+            if len(self.run.probes) < MAX_ERRORS and (index, what) not in self.run.probes:
+                self.run.probes.append((index, what))
+        if was_open and watch.closed:  # the pipe closed: the kernel exited, or the notebook closed it
+            deadline = time.monotonic() + 1.0
+            while self.kernel.alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self.kernel.alive():
+                self.run.watch_closed = True
+                self.run.probes.append((index, "closed the grader's watch on key lookups"))
+
     def _handle(self, index: int, msg: dict) -> None:
         kind, content = msg["msg_type"], msg.get("content") or {}
         if kind in ("stream", "display_data", "execute_result", "error"):
@@ -335,6 +388,7 @@ class _Executor:
     def cell(self, index: int, code: str, deadline: float) -> str:
         """Run one cell; 'done', 'timeout', 'dead', 'flood' or 'disk'."""
         outcome = self._cell(index, code, deadline)
+        self.watch(index)
         if outcome != "dead":  # a dropped connection while the kernel lives: a message over the size cap
             dropped = self.disconnects + self.kernel.disconnected()
             self.run.dropped_messages += dropped
@@ -388,6 +442,7 @@ class _Executor:
             try:
                 msg = self.kernel.iopub.get_msg(timeout=min(0.1, max(0.0, deadline - now)))
             except Empty:
+                self.watch(index)
                 if not self.kernel.alive():  # a dying kernel also drops the connection: that is no oversized output
                     self.drain(index, msg_id)
                     return "dead"
@@ -440,10 +495,12 @@ class _Executor:
         return False
 
 
-def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = False, cancel=None) -> Run:
+def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = False, cancel=None,
+         preamble: str | None = None) -> Run:
     """Execute ``notebook`` (a path or an nbformat notebook) in a sandboxed kernel; never raises for its content.
 
     ``cancel``: a ``threading.Event``; when set, execution stops at the next cell (the grader is shutting down).
+    ``preamble``: code the grader runs first, as cell -1 (the release's questions, from its own copy).
     """
     import nbformat
     import zmq
@@ -479,6 +536,11 @@ def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = Fals
             return run
         executor = _Executor(kernel, limits, run)
         notebook_deadline = started + limits.notebook_s
+        if preamble:  # the first run in a fresh kernel may be slow on a busy machine: the start-up time applies
+            if executor.cell(-1, preamble, min(time.monotonic() + max(limits.cell_s, limits.startup_s),
+                                               notebook_deadline)) == "timeout":
+                executor.interrupt(executor.msg_id, wait_s=5.0)
+                executor.resync(min(notebook_deadline, time.monotonic() + 10))
         for index, cell in enumerate(notebook.cells):
             code = cell.get("source", "")
             code = "".join(code) if isinstance(code, list) else code
@@ -523,6 +585,7 @@ def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = Fals
             kernel.close()
         if own_context:
             context.destroy(linger=0)
+        run.probes += [(-2, what) for what in child_reports(folder)]
         run.seconds = time.monotonic() - started
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)

@@ -45,7 +45,10 @@ from .execute import Limits
 __all__ = ["main", "collect", "Context", "grade_one", "RESULTS"]
 
 RESULTS = "results"
-_KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b")
+# what a cell that looks for keys tends to say; a graded kernel has none to find (see .stripped, .release), and
+# the watch (.probe) reports what actually reached for one, however it was spelled
+_KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b|\b_load_bank\b|roofkit\.course\b"
+                       r"|\bcourse\.lesson_\d|\bsys\.modules\b|\bgc\.get_objects\b|\bhidden_cases\b")
 GRADER_VERSION = 1
 MAX_FILE_BYTES = 64 * 2**20
 
@@ -145,23 +148,43 @@ def load(path: Path):
 class Context:
     """Everything that is the same for every student of one grading run."""
 
-    def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits()):
+    def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits(),
+                 bank: str | Path | None = None):
         from .. import quiz
+        from . import release as _release  # noqa: F401 - imported once here, not half-way in a worker thread
 
         self.release, self.secret, self.limits = release, secret, limits
         self.roster = release.students if release else None
+        private = None
         if release:
             release.check_secret(secret)
+            private = release.load_bank(bank)  # the instructor's own questions: read here, never in a kernel
             self.questions = [dict(q) for q in release.manifest["questions"]]
             self.name = release.name
+        elif bank:
+            raise InvalidValue("--bank goes with --assignment: a release made with that bank.")
         else:
             self.questions, self.name = [], None
         self.bank = {q.id: q for q in quiz.questions()}
         self._others: dict[str, dict] = {}
         self._lock = threading.Lock()
         setup = {"release": release.manifest if release else None, "limits": asdict(limits),
-                 "secret": variants.fingerprint(secret) if secret else None, "grader": GRADER_VERSION}
+                 "secret": variants.fingerprint(secret) if secret else None, "grader": GRADER_VERSION,
+                 "bank": private.manifest()["source_sha256"] if private else None}
         self.fingerprint = hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def preamble(self, student: str, questions: list[dict]) -> str:
+        """What the grader runs in the kernel before the notebook: the questions as this student was given them.
+
+        The same as the release's setup cell, but from the grader's own copy: deleting or editing that cell
+        changes nothing, and ``ask`` and ``check`` work in a kernel whose roofkit holds no key.
+        """
+        from .assign import specs
+
+        recorded = self.release.manifest if self.release else {}
+        given = specs({**recorded, "questions": questions}, self.numbers(student))
+        return ("from roofkit.grading.release import use_release as _roofkit_use_release\n"
+                f"_roofkit_use_release({given!r})\ndel _roofkit_use_release")
 
     def expected(self, student: str):
         """The notebook ``student`` was given, rebuilt (never read from the submission)."""
@@ -172,17 +195,22 @@ class Context:
                                 self.secret if known else None)
 
     def numbers(self, student: str) -> dict[str, dict]:
+        from .assign import numbers
+
         if not self.release or not self.roster or student not in self.roster:
             return {}
-        return variants.variant(self.secret, student, [self.bank[q["id"]] for q in self.questions])
+        return numbers(self.release.manifest, self.secret, student)
 
     def others(self, question_id: str) -> dict[str, dict]:
         """Every roster student's parameters for one question (copy detection)."""
+        from .assign import numbers
+
         with self._lock:
             if question_id not in self._others:
-                question = self.bank[question_id]
-                self._others[question_id] = {s: variants.draw(self.secret, s, question) for s in self.roster or []} \
-                    if self.secret and question.variants else {}
+                one = {**self.release.manifest, "questions": [{"id": question_id}]} if self.release else {}
+                self._others[question_id] = {s: numbers(one, self.secret, s).get(question_id, {})
+                                             for s in self.roster or []} \
+                    if self.secret and self.bank[question_id].variants else {}
             return self._others[question_id]
 
 
@@ -300,14 +328,16 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
             return _finish(result, started)
     elif not context.release:
         result["notes"].append("no reference notebook found: locked cells were not checked")
-    for index, cell in enumerate(nb.cells):  # the keys are computations anyone can call: say so when a cell does
+    for index, cell in enumerate(nb.cells):  # a cell that looks for keys: it finds none, and is flagged
         if cell.cell_type == "code" and index not in locked and _KEY_PEEK.search(cell.source):
-            result["flags"].append(f"cell {index + 1} calls roofkit's answer keys ({_KEY_PEEK.search(cell.source)[0]})")
-    run = execute.main(nb, limits=context.limits, cancel=cancel)
+            result["flags"].append(f"cell {index + 1} looks for roofkit's answer keys "
+                                   f"({_KEY_PEEK.search(cell.source)[0]})")
+    run = execute.main(nb, limits=context.limits, cancel=cancel, preamble=context.preamble(student, questions))
     if cancel is not None and cancel.is_set():
         return None
     result["execution"] = run.to_dict()
     result["notes"] += run.notes()
+    result["flags"] += _probe_flags(run.probes)
     wanted = {q["id"] for q in result["questions"]}
     chosen, counts, ignored = _pick(run.records, locked, wanted)
     result["notes"] += ignored
@@ -359,9 +389,15 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
         settings = execute.sandbox_settings(context.limits, "")
         folder = execute.make_folder(nb, settings["user"])
         settings["write"] = [folder]
+        reached: list[str] = []
         try:
             lines = code_cases.run(code_items, workdir=os.path.join(folder, "work"),
-                                   env=execute.sandbox_env(folder), settings=settings, case_s=context.limits.case_s)
+                                   env={**execute.sandbox_env(folder), "PYTHONPATH": settings["package"]},
+                                   settings=settings, case_s=context.limits.case_s, probes=reached)
+            reached += [w for w in execute.child_reports(folder) if w not in reached]
+            if reached:
+                result["flags"].append(f"a code answer ({', '.join(i['q'] for i in code_items)}) reached for "
+                                       f"roofkit's answer keys while its cases ran: {'; '.join(reached[:3])}")
         finally:
             import shutil
 
@@ -371,6 +407,22 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
             judged = score.score_code(question, {i: v for (q, i), v in lines.items() if q == qid}, len(question.cases))
             row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason, cases=judged.cases)
     return _finish(result, started)
+
+
+def _probe_flags(probes: list[tuple[int, str]]) -> list[str]:
+    """One flag per cell the watch saw reaching for a key (see :mod:`roofkit.grading.probe`)."""
+    by_cell: dict[int, list[str]] = {}
+    for index, what in probes:
+        by_cell.setdefault(index, [])
+        if what not in by_cell[index]:
+            by_cell[index].append(what)
+    flags = []
+    for index, whats in sorted(by_cell.items()):
+        where = {-1: "before the notebook's cells", -2: "a process the notebook started"}.get(index,
+                                                                                              f"cell {index + 1}")
+        more = f" and {len(whats) - 3} more" if len(whats) > 3 else ""
+        flags.append(f"{where} reached for roofkit's answer keys and got nothing: {'; '.join(whats[:3])}{more}")
+    return flags
 
 
 def _with_points(question, points: float):
@@ -439,22 +491,41 @@ def _done(out: Path, student: str, digest: str, fingerprint: str) -> bool:
 
 def main(submissions: list[str | Path], *, out: str | Path, release: str | Path | None = None,
          secret_file: str | Path | None = None, workers: int | None = None, limits: Limits = Limits(),
-         regrade: bool = False, progress: bool = True, on_result=None) -> dict:
+         regrade: bool = False, progress: bool = True, on_result=None, bank: str | Path | None = None,
+         shard: tuple[int, int] | None = None, export: list[str] = (), column: str | None = None) -> dict:
     """Grade ``submissions`` into ``out``; return the summary :func:`roofkit.grading.report.main` builds.
 
+    ``bank``: the private questions of the release (default: where the release says they were).
+    ``shard=(k, n)``: grade only the students of shard k of n (:mod:`roofkit.grading.shard`).
+    ``export``: also write the gradebook for an LMS ("canvas", "moodle"; :mod:`roofkit.grading.export`),
+    with ``column`` as the grade column's title (default: the assignment's name).
     ``on_result(result)`` is called after each result file is written (the tests use it to stop a run).
     """
+    from . import export as exports
     from . import report
+    from . import shard as shards
     from .assign import read_release
 
     out = Path(out)
     if workers is not None and workers < 1:
         raise InvalidValue(f"--workers must be at least 1; got {workers}.")
+    if export:  # an unknown format fails before grading, not after
+        unknown = sorted(set(export) - set(exports.FORMATS))
+        if unknown:
+            raise InvalidValue(f"unknown --export {unknown[0]!r}; expected one of: {', '.join(exports.FORMATS)}.")
     loaded = read_release(release) if release else None
     secret = variants.read_secret(secret_file) if loaded and loaded.manifest.get("secret_fingerprint") else None
-    context = Context(loaded, secret, limits)
+    context = Context(loaded, secret, limits, bank)
     found = collect(submissions, context.roster, loaded.name if loaded else None)
+    roster = context.roster
+    if shard:
+        k, n = shard
+        found = [(s, p) for s, p in found if shards.owner(s, n) == k]
+        roster = [s for s in roster if shards.owner(s, n) == k] if roster is not None else None
     (out / RESULTS).mkdir(parents=True, exist_ok=True)
+    if shard:
+        students = sorted({s for s, _ in found} | set(roster or []))
+        write_atomic(out / shards.MANIFEST, json.dumps(shards.manifest(context, k, n, students), indent=1) + "\n")
     for stale in (out / RESULTS).glob(".*.tmp"):  # left by a run that was killed mid-write
         stale.unlink(missing_ok=True)
     todo = [(s, p) for s, p in found
@@ -504,7 +575,11 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
         pool.shutdown(wait=True)
         if bar is not None:
             bar.close()
-    summary = report.main(out, assignment=context.name, roster=context.roster,
-                          questions=context.questions or None)
+    summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None)
     summary.update(graded=len(todo), skipped=len(found) - len(todo), workers=workers)
+    if shard:
+        summary["shard"] = list(shard)
+    if export:
+        people = loaded.manifest.get("people") if loaded else None
+        summary["exports"] = exports.main(out, list(export), assignment=context.name, people=people, column=column)
     return summary

@@ -2,11 +2,13 @@
 
 A kernel (or the runner of code-question cases) is started as
 
-    python -I -m roofkit.grading.sandbox KERNEL-ARGS...
+    python -I -c "...; from roofkit.grading.sandbox import main; main()" PACKAGE KERNEL-ARGS...
 
-with the sandbox settings in the environment variable ``ROOFKIT_SANDBOX``
-(JSON, removed before any student code runs). Before handing over to
-``ipykernel_launcher`` (or ``roofkit.grading.cases``) this process, in order:
+where PACKAGE, put first on the import path, holds the copy of roofkit
+without its question bank (:mod:`roofkit.grading.stripped`), and the sandbox
+settings are in the environment variable ``ROOFKIT_SANDBOX`` (JSON, removed
+before any student code runs). Before handing over to ``ipykernel_launcher``
+(or ``roofkit.grading.cases``) this process, in order:
 
 1. sets resource limits: CPU seconds, address space, size of any file written,
    no core dumps (a segfault stays a short message, not a 1 GB file);
@@ -14,20 +16,26 @@ with the sandbox settings in the environment variable ``ROOFKIT_SANDBOX``
    was named, or else drops every capability, so that the code is not root in
    any useful sense;
 3. on Linux 5.13 and later, restricts itself with Landlock: it may read the
-   Python installation and roofkit, read and write its own private folder,
-   and nothing else (not the course secret, not other students' notebooks, not
-   the grader's results); from Landlock ABI 4 it may bind only the kernel's
-   own TCP ports and connect to none; from ABI 6 it may not signal or attach
-   to processes outside the sandbox (the grader, other students' kernels).
+   Python installation and the copy of roofkit, read and write its own
+   private folder, and nothing else (not the real roofkit package and its
+   question bank, not a private bank, not the course secret, not other
+   students' notebooks, not the grader's results); from Landlock ABI 4 it may
+   bind only the kernel's own TCP ports and connect to none; from ABI 6 it may
+   not signal or attach to processes outside the sandbox (the grader, other
+   students' kernels);
+4. installs the grader's watch on reaches for answer keys
+   (:mod:`roofkit.grading.probe`) and makes roofkit a graded one
+   (:func:`roofkit.grading.release.arm`).
 
 These restrictions are inherited by every child process and cannot be lifted
-from inside. :func:`available` says which layers this machine supports. This
-module imports only the standard library, so that a kernel starts fast.
+from inside. :func:`available` says which layers this machine supports. The
+fence itself imports only the standard library, so that a kernel starts fast.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -85,15 +93,53 @@ def available() -> dict:
     return {"landlock_abi": landlock_abi(), "root": os.geteuid() == 0, "rlimits": True}
 
 
-def read_paths() -> list[str]:
-    """What a sandboxed Python may read: its installation, the import path, roofkit, system folders."""
-    import roofkit  # the package directory only, never the course folder around it
+BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from roofkit.grading.sandbox import main; main()"
 
+
+def command(package: str, *args: str) -> list[str]:
+    """The command that starts a sandboxed process with ``package`` (a folder holding roofkit/) first on its path.
+
+    ``-I`` keeps the environment, the user's site folder and the current folder out of the import path, so the
+    roofkit it imports is the one in ``package`` (the copy without the question bank), never the installed one.
+    """
+    return [sys.executable, "-I", "-c", BOOT, package, *args]
+
+
+def read_paths(package: str, hidden: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """What a sandboxed Python may read: its installation, the import path, ``package``, system folders.
+
+    Nothing inside ``hidden`` (the real roofkit package with its question bank, private banks): a folder that
+    holds a hidden path is replaced by its other entries, recursively, since Landlock only grants.
+    """
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    paths = prefixes | {os.path.dirname(roofkit.__file__)} | set(_SYSTEM_READ)
+    paths = prefixes | {package} | set(_SYSTEM_READ)
     # import-path entries inside the installation or a site-packages folder; never the current folder
     paths |= {p for p in sys.path if p and ("site-packages" in p or any(p.startswith(x + os.sep) for x in prefixes))}
-    return sorted(p for p in paths if os.path.exists(p))
+    return _excluding(tuple(sorted(p for p in paths if os.path.exists(p))), tuple(hidden))
+
+
+@functools.lru_cache(maxsize=8)
+def _excluding(paths: tuple[str, ...], hidden: tuple[str, ...]) -> list[str]:
+    secret = [os.path.realpath(h) for h in hidden]
+    out: set[str] = set()
+
+    def add(path: str) -> None:
+        real = os.path.realpath(path)
+        if any(real == h or real.startswith(h + os.sep) for h in secret):
+            return  # hidden, or inside something hidden
+        if not any(h.startswith(real.rstrip(os.sep) + os.sep) for h in secret):
+            out.add(path)
+            return
+        try:
+            entries = os.listdir(real)
+        except OSError:
+            return
+        for entry in entries:
+            add(os.path.join(real, entry))
+
+    for path in paths:
+        add(path)
+    return sorted(out)
 
 
 def _landlock(write: list[str], read: list[str], ports: list[int]) -> int:
@@ -228,6 +274,15 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["--module"]:
         module, argv = argv[1], argv[2:]
     confine(settings)
+    if settings.get("probe_fd") is not None:  # the grader's watch on reaches for keys (an audit hook)
+        from . import probe
+
+        probe.install(int(settings["probe_fd"]), settings.get("hidden", []), settings.get("trusted", []),
+                      settings.get("quiet", []))
+    if settings.get("graded"):  # no bank in this roofkit: every question released, key lookups refused
+        from . import release
+
+        release.arm()
     if module == "ipykernel_launcher" and settings.get("output_chars"):
         cap_output(int(settings["output_chars"]))
     import runpy

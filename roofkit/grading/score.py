@@ -2,11 +2,10 @@
 
 The record says what the student answered; everything else in it (its verdict,
 its parameters) is ignored. The answer is judged with :func:`roofkit.quiz.judge`
-on the question asked with *this student's* numbers. Before that, an answer
-given as text must look like what a learner types: a number with a unit, a
-short formula in the question's symbols, one of the choices. Anything else
-(``__import__(...)``, ``10**10**10``) is refused unread, because pint and sympy
-evaluate what they parse and the grader must not run a student's code.
+on the question asked with *this student's* numbers, through the same reader
+(:mod:`roofkit.answers`) that checks answers in the notebook and on the command
+line. That reader parses text with its own grammar and never evaluates it, so
+``__import__(...)`` or ``10**10**10`` is refused as unreadable, not run.
 
 Code questions are scored per case: the function's results come back from the
 clean process of :mod:`roofkit.grading.cases` and are compared here with the
@@ -16,16 +15,12 @@ failed.
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass, field
 
-from ..units import safe_number_text
+from ..answers import MAX_LENGTH as MAX_TEXT
 
-__all__ = ["Score", "judge_answer", "score_code", "safe_number_text", "safe_expression", "answer_text"]
-
-MAX_TEXT = 200
-_FUNCTIONS = {"sqrt", "log", "exp", "Rational"}
+__all__ = ["Score", "judge_answer", "score_code", "answer_text"]
 
 
 @dataclass
@@ -43,40 +38,6 @@ def answer_text(answer) -> str:
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
 
 
-def safe_expression(text: str, symbols: tuple[str, ...]) -> bool:
-    """A short formula over the question's symbols: + - * / ** with small constant exponents, sqrt/log/exp."""
-    if len(text) > MAX_TEXT:
-        return False
-    try:
-        tree = ast.parse(text.replace("^", "**"), mode="eval")
-    except SyntaxError:
-        return False
-    nodes = list(ast.walk(tree))
-    if len(nodes) > 80 or sum(isinstance(n, ast.Pow) for n in nodes) > 4:
-        return False
-    for node in nodes:
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-            exponent = node.right
-            if isinstance(exponent, ast.UnaryOp):
-                exponent = exponent.operand
-            if not (isinstance(exponent, ast.Name) or isinstance(exponent, ast.Constant)
-                    and isinstance(exponent.value, (int, float)) and abs(exponent.value) <= 16):
-                return False
-        elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float)) or isinstance(node.value, bool) or abs(node.value) > 1e15:
-                return False
-        elif isinstance(node, ast.Name):
-            if node.id not in symbols and node.id not in _FUNCTIONS:
-                return False
-        elif isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
-                return False
-        elif not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Load, ast.Add, ast.Sub, ast.Mult,
-                                   ast.Div, ast.Pow, ast.USub, ast.UAdd)):
-            return False
-    return True
-
-
 def _unreadable(question, why: str) -> Score:
     return Score(0.0, "wrong", f"could not read your answer: {why}")
 
@@ -91,18 +52,14 @@ def judge_answer(question, answer) -> Score:
         return _unreadable(question, f"expected a number or a short text, got {type(answer).__name__}")
     if isinstance(answer, float) and not math.isfinite(answer):
         return _unreadable(question, f"{answer!r} is not a finite number")
-    if isinstance(answer, str):
-        if question.kind == "numeric" and not safe_number_text(answer):
-            return _unreadable(question, "write a number, optionally with a unit, such as '3.35 TB/s'")
-        if question.kind == "symbolic" and not safe_expression(answer, question.symbols):
-            return _unreadable(question, f"write a short formula in {', '.join(question.symbols)} "
-                                         "using + - * / and **")
-        if len(answer) > MAX_TEXT:
-            return _unreadable(question, "the answer is too long")
+    if isinstance(answer, str) and len(answer) > MAX_TEXT:
+        return _unreadable(question, "the answer is too long")
     try:
         verdict = quiz.judge(question, answer)
     except Exception as error:  # noqa: BLE001 - any answer the checker cannot digest is wrong, not a crash
         return _unreadable(question, f"{type(error).__name__}")
+    if verdict.unreadable:
+        return _unreadable(question, verdict.feedback)
     if verdict.correct is None:
         return Score(0.0, "not answered", verdict.feedback)
     if verdict.correct:

@@ -30,7 +30,8 @@ from typing import Any
 
 from ..errors import InvalidValue
 
-__all__ = ["read_roster", "read_secret", "fingerprint", "combinations", "draw", "variant", "STUDENT_ID"]
+__all__ = ["read_roster", "read_people", "read_secret", "fingerprint", "combinations", "draw", "pick", "variant",
+           "STUDENT_ID"]
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 MAX_COMBINATIONS = 4096
@@ -60,6 +61,28 @@ def read_roster(path: str | Path) -> list[str]:
     if not ids:
         raise InvalidValue(f"the roster {str(path)!r} lists no students.")
     return ids
+
+
+PEOPLE_COLUMNS = ("name", "email", "section", "canvas_id", "sis_user_id", "sis_login_id", "username", "idnumber")
+
+
+def read_people(path: str | Path) -> dict[str, dict[str, str]]:
+    """What a roster says about each student besides the id, for an LMS export: the columns in PEOPLE_COLUMNS."""
+    ids = read_roster(path)  # the same checks, the same order
+    rows = [row for row in csv.reader(Path(path).read_text(encoding="utf-8-sig").splitlines())
+            if any(cell.strip() for cell in row)]
+    header = [cell.strip().lower().replace(" ", "_") for cell in rows[0]]
+    column = next((header.index(n) for n in ("id", "student", "student_id") if n in header), None)
+    if column is None:
+        return {}
+    wanted = {i: name for i, name in enumerate(header) if name in PEOPLE_COLUMNS}
+    people = {}
+    for row in rows[1:]:
+        if len(row) > column and row[column].strip() in ids:
+            info = {name: row[i].strip() for i, name in wanted.items() if i < len(row) and row[i].strip()}
+            if info:
+                people[row[column].strip()] = info
+    return people
 
 
 def read_secret(path: str | Path | None, create: bool = False) -> bytes:
@@ -141,10 +164,14 @@ def combinations(question) -> tuple[dict, ...]:
 
 def draw(secret: bytes, student: str, question) -> dict:
     """The parameters ``student`` gets for ``question`` (empty: the lesson's numbers)."""
-    choices = combinations(question)
+    return pick(secret, student, question.id, combinations(question))
+
+
+def pick(secret: bytes, student: str, question_id: str, choices) -> dict:
+    """The one of ``choices`` (a question's combinations, as a release recorded them) that ``student`` gets."""
     if not choices:
         return {}
-    message = b"roofkit-variant\x00" + student.encode() + b"\x00" + question.id.encode()
+    message = b"roofkit-variant\x00" + student.encode() + b"\x00" + question_id.encode()
     digest = hmac.new(secret, message, hashlib.sha256).digest()
     return dict(choices[int.from_bytes(digest[:8], "big") % len(choices)])
 

@@ -1,0 +1,78 @@
+"""The roofkit a graded kernel imports: the whole package except its question bank.
+
+The grader runs each submission (and each code answer's cases) with a copy of
+roofkit put first on the kernel's import path: every module (hardware,
+formulas, roofline, training, quiz, ...) is there, so answers computed with
+the library work as on a laptop, but ``roofkit/course/`` (the bank: keys,
+hidden cases, misconceptions) is replaced by a tripwire package whose import
+is reported and refused (:func:`roofkit.grading.release.withheld`). The
+copy is made once per grading process in a temporary folder and removed when
+the process ends.
+
+:func:`hidden` lists what a graded kernel must never read: the real package
+(whose ``course/`` holds the keys) and every private bank loaded by the grader.
+:mod:`roofkit.grading.sandbox` leaves them out of what Landlock lets the kernel
+read, and :mod:`roofkit.grading.probe` reports any attempt to open them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["package", "hidden", "hide"]
+
+_TRIPWIRE = '''"""Not here: a graded kernel's roofkit holds no question bank. The keys stay with the grader."""
+
+from ..grading.release import withheld
+
+withheld("import roofkit.course")
+'''
+
+_lock = threading.Lock()
+_built: dict[str, str] = {}
+_hidden: list[str] = []
+
+
+def _source() -> Path:
+    import roofkit
+
+    return Path(roofkit.__file__).resolve().parent
+
+
+def package() -> str:
+    """The folder to put first on a graded kernel's import path (it holds ``roofkit/``, without the bank)."""
+    with _lock:
+        if "root" in _built:
+            return _built["root"]
+        root = tempfile.mkdtemp(prefix="roofkit-graded-")
+        atexit.register(shutil.rmtree, root, True)
+        target = Path(root) / "roofkit"
+        shutil.copytree(_source(), target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "course"))
+        (target / "course").mkdir()
+        (target / "course" / "__init__.py").write_text(_TRIPWIRE, encoding="utf-8")
+        for path, dirs, files in os.walk(root):  # readable by an unprivileged kernel user (nobody), writable by none
+            os.chmod(path, 0o755)
+            for name in files:
+                os.chmod(os.path.join(path, name), 0o644)
+        _built["root"] = root
+        return root
+
+
+def hide(path: str | os.PathLike) -> None:
+    """Add a file or folder a graded kernel must never read (a private question bank)."""
+    resolved = str(Path(path).resolve())
+    with _lock:
+        if resolved not in _hidden:
+            _hidden.append(resolved)
+
+
+def hidden() -> list[str]:
+    """What a graded kernel must never read: the real roofkit package and the private banks loaded here."""
+    with _lock:
+        extra = list(_hidden)
+    return [str(_source()), *extra]
