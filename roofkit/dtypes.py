@@ -6,7 +6,9 @@ layouts of the formats themselves live in :mod:`roofkit.precision`.
 
 TF32 is a tensor-core *input* format: its values sit in 32-bit registers and
 32-bit memory, so it moves 4 bytes per element even though only 19 bits carry
-information. FP4 packs two values per byte.
+information. FP4 packs two values per byte, and so does INT4, a storage format
+for quantized weights (no accelerator in the catalog has an INT4 peak; its
+weights are multiplied in BF16 or FP8, see :mod:`roofkit.inference.weights`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ PRECISIONS: dict[str, float] = {
     "fp8": 1,
     "int8": 1,
     "fp4": 0.5,
+    "int4": 0.5,
 }
 
 _ALIASES: dict[str, str] = {
@@ -35,7 +38,7 @@ _ALIASES: dict[str, str] = {
     "bfloat16": "bf16",
     "float8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "fp8e4m3": "fp8", "fp8e5m2": "fp8",
     "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
-    "i8": "int8",
+    "i8": "int8", "i4": "int4", "uint4": "int4",
     "float4": "fp4", "e2m1": "fp4", "float4_e2m1fn": "fp4", "nvfp4": "fp4", "mxfp4": "fp4",
 }
 

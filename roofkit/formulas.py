@@ -40,13 +40,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import dtypes
-from .errors import InvalidValue
+from .errors import InvalidValue, UnknownPrecision
 from .units import is_symbolic, nonnegative, positive
 
 __all__ = [
     "Cost", "gemm", "gemv", "batched_matmul", "gemm_padded", "elementwise", "reduction",
     "rmsnorm", "layernorm", "softmax", "attention_naive_kernels", "attention_naive",
-    "attention_fused", "attention_pairs", "mlp_ops", "mlp", "transformer_layer_ops", "transformer_layer",
+    "attention_fused", "attention_tile_bytes", "attention_pairs", "mlp_ops", "mlp", "kv_cache_bytes", "transformer_layer_ops", "transformer_layer",
     "transformer_layer_params", "symbolic", "SYMBOLS", "RMSNORM_FLOPS_PER_ELEMENT", "LAYERNORM_FLOPS_PER_ELEMENT",
     "SOFTMAX_FLOPS_PER_ELEMENT", "GELU_FLOPS_PER_ELEMENT", "SILU_FLOPS_PER_ELEMENT",
 ]
@@ -114,6 +114,17 @@ def _bytes(value):
     return _size(dtypes.bytes_per_element(value), "bytes_per_element")
 
 
+def _storage_bytes(value, name: str):
+    """Bytes per element of a stored operand (weights, a KV cache): a number, an array, sympy, or a precision name."""
+    if isinstance(value, str):
+        try:
+            return _size(dtypes.bytes_per_element(value), name)
+        except UnknownPrecision:
+            raise InvalidValue(f"{name} must be a precision name ({', '.join(dtypes.PRECISIONS)}) or a finite number "
+                               f"greater than 0; got {value!r}.") from None
+    return _size(value, name)
+
+
 def _flag(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidValue(f"{name} must be True or False; got {value!r}.")
@@ -138,16 +149,25 @@ def _total(ops: dict[str, Cost]) -> Cost:
 # --- matrix products ---------------------------------------------------------
 
 
-def gemm(m, n, k, bytes_per_element=2) -> Cost:
+def gemm(m, n, k, bytes_per_element=2, weight_bytes_per_element=None) -> Cost:
     """C[m,n] = A[m,k] @ B[k,n], with b bytes per element.
 
         FLOPs = 2MNK                 (MNK multiply-adds, 2 FLOPs each)
         bytes = (MK + KN + MN) b     (read A and B once, write C once)
 
     Square (M = N = K = n): I = 2n/(3b), n/3 in FP16.
+
+    ``weight_bytes_per_element`` = b_w: B is a weight matrix stored in another
+    format than the activations (weight-only quantization: int8 or int4 weights,
+    BF16 activations), bytes = (MK + MN) b + KN b_w. A number (with the
+    format's scales counted in, see :mod:`roofkit.inference.weights`) or a
+    precision name.
     """
     M, N, K, b = _size(m, "m"), _size(n, "n"), _size(k, "k"), _bytes(bytes_per_element)
-    return Cost(2 * M * N * K, (M * K + K * N + M * N) * b)
+    if weight_bytes_per_element is None:
+        return Cost(2 * M * N * K, (M * K + K * N + M * N) * b)
+    return Cost(2 * M * N * K, (M * K + M * N) * b + K * N * _storage_bytes(weight_bytes_per_element,
+                                                                            "weight_bytes_per_element"))
 
 
 def gemv(n, k, bytes_per_element=2) -> Cost:
@@ -301,36 +321,109 @@ def attention_naive(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=Non
     return _total(attention_naive_kernels(batch, heads, seq, head_dim, bytes_per_element, kv_seq, kv_heads))
 
 
+def _floor(x):
+    """Floor of a number, a numpy array or a sympy expression."""
+    if is_symbolic(x):
+        import sympy
+
+        return sympy.floor(x)
+    if isinstance(x, (int, float)):
+        return math.floor(x) if math.isfinite(x) else x
+    return np.floor(x)
+
+
+def _kv_rows_read(s, s_kv, rows, causal):
+    """Rows of K (and of V) one KV head streams past ``ceil(s / rows)`` query tiles of ``rows`` positions.
+
+    Every tile reads all s_kv keys; causal, tile i reads keys up to its last query,
+    s_kv - s + (i + 1) rows (the last tile: s_kv), which sums to the expression below.
+    """
+    tiles = _ceil(s / rows)
+    if causal:
+        return tiles * (s_kv - s) + rows * tiles * (tiles - 1) / 2 + s
+    return tiles * s_kv
+
+
+def attention_tile_bytes(rows, head_dim, bytes_per_element=2):
+    """On-chip bytes of a FlashAttention tile of r query rows, one head (Dao et al. 2022, Algorithm 1).
+
+        bytes = 4 r d_h b     the Q tile and its output accumulator, and one block of K and one of V
+                              as tall as the tile, r rows of d_h elements each
+
+    Dao et al. size the blocks from the on-chip memory M the other way round:
+    M / (4 d) rows (:func:`attention_fused` with ``on_chip_bytes``). A tile of 128
+    rows of d_h = 128 in BF16: 131,072 bytes (128 KiB). Grouped-query heads tiled
+    together need g = H / H_kv times as much.
+    """
+    return 4 * _size(rows, "rows") * _size(head_dim, "head_dim") * _bytes(bytes_per_element)
+
+
 def attention_fused(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=None, kv_heads=None,
-                    causal=False) -> Cost:
-    """FlashAttention-style: one kernel, the s x s_kv scores stay on chip (Dao et al., arXiv:2205.14135).
+                    causal=False, on_chip_bytes=None) -> Cost:
+    """FlashAttention: one kernel, the s x s_kv scores stay on chip (Dao et al. 2022, arXiv:2205.14135).
 
         FLOPs = B H p (4 d_h + 5)           p = attention_pairs(s, s_kv, causal): the naive
                                             kernels' math (2 d_h + 5 + 2 d_h per score)
-        bytes = B (2 H s + 2 H_kv s_kv) d_h b    (read Q and K and V once, write O once)
+
+    HBM bytes, ideal (``on_chip_bytes=None``): every tensor crosses once,
+
+        bytes = B (2 H s + 2 H_kv s_kv) d_h b    (read Q, K and V once, write O once)
+
+    Tiled (``on_chip_bytes`` = M, the on-chip memory one tile may use): the kernel
+    keeps a tile of r query positions on chip and streams K and V past it, so K and
+    V are read once per query tile (the loop order of FlashAttention-2, Dao 2023,
+    arXiv:2307.08691):
+
+        r     = floor(M / (4 g d_h b))      the tile of Q, its output accumulator and one block
+                                            of K and of V, r rows of d_h each, fill M (Dao et al.'s
+                                            block size M / 4d); the g = H / H_kv query heads that
+                                            share a K/V head are tiled together
+        T_r   = ceil(s / r)                 query tiles per KV head
+        n     = T_r s_kv                    rows of K (and of V) read; causal, tile i reads keys up to
+                                            its last query: T_r (s_kv - s) + r T_r (T_r - 1) / 2 + s
+        bytes = B (2 H s + 2 H_kv n) d_h b
+
+    M must hold one row (4 g d_h b bytes). When a tile holds every query (M >= 4 g s d_h b),
+    T_r = 1 and the count is the ideal one. For s >> r the K/V term dominates:
+    bytes ~ 8 B H s s_kv d_h^2 b^2 / M, Dao et al.'s Theta(N^2 d^2 / M) HBM accesses
+    (Theorem 2), and the intensity levels off near (4 d_h + 5) M / (8 d_h^2 b^2) ~ M / (2 d_h b^2)
+    instead of growing with s as the ideal count's ~ s/b does. The count is an upper
+    bound on HBM traffic: a re-read that the L2 cache still holds never reaches HBM.
 
     ``kv_heads`` = H_kv (default H): grouped-query attention reads H_kv d_h
     elements of K and of V per cached token, not H d_h. ``causal=True`` counts
     only the scores under the causal mask, which a FlashAttention kernel skips
     (about half of them for a prefill).
 
-    For s = s_kv and one head, I ~ s/b: it grows with the sequence. Lesson 09's practice
-    problem (s = d_h = 8192, BF16): 4 s d_h b = 5.37e8 bytes and I = 4.1e3, far above
-    the ridge (a widely copied 1.1e8 bytes and I ~ 2e4 are an arithmetic slip).
+    Lesson 09's practice problem (s = d_h = 8192, BF16, ideal): 4 s d_h b = 5.37e8 bytes
+    and I = 4.1e3, far above the ridge (a widely copied 1.1e8 bytes and I ~ 2e4 are an
+    arithmetic slip).
     """
     B, H, s, d_h, b, s_kv, KV = _attention_args(batch, heads, seq, head_dim, bytes_per_element, kv_seq, kv_heads)
-    if _flag(causal, "causal"):
+    causal = _flag(causal, "causal")
+    if causal:
         pairs = attention_pairs(s, s_kv, True)
         flops = B * H * pairs * (4 * d_h + SOFTMAX_FLOPS_PER_ELEMENT)
     else:
         flops = attention_naive(B, H, s, d_h, b, s_kv).flops
-    return Cost(flops, B * (2 * H * s + 2 * KV * s_kv) * d_h * b)
+    if on_chip_bytes is None:
+        return Cost(flops, B * (2 * H * s + 2 * KV * s_kv) * d_h * b)
+    M = _size(on_chip_bytes, "on_chip_bytes")
+    per_row = attention_tile_bytes(1, d_h, b) * H  # / H_kv: one query position of a group's g heads
+    if not any(map(is_symbolic, (M, KV, per_row))) and np.any(np.asarray(M * KV) < np.asarray(per_row)):
+        raise InvalidValue(f"on_chip_bytes={M!r} cannot hold one row of a FlashAttention tile: a query row, its "
+                           f"output and a row of K and of V need 4 (heads / kv_heads) head_dim b = "
+                           f"{np.asarray(per_row / KV).max():g} bytes.")
+    rows = _floor(M * KV / per_row)
+    if not is_symbolic(rows):
+        rows = np.maximum(rows, 1.0)  # M * KV >= per_row: at least one row, whatever the rounding of the division
+    return Cost(flops, B * (2 * H * s + 2 * KV * _kv_rows_read(s, s_kv, rows, causal)) * d_h * b)
 
 
 # --- MLP and transformer layer -----------------------------------------------------
 
 
-def mlp_ops(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> dict[str, Cost]:
+def mlp_ops(tokens, d_model, d_ff, bytes_per_element=2, gated=False, weight_bytes_per_element=None) -> dict[str, Cost]:
     """The kernels of a transformer MLP on T tokens, d -> d_ff -> d.
 
         'up'    gemm(T, d_ff, d)              x @ W_up
@@ -338,16 +431,18 @@ def mlp_ops(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> dict[str
         'act'   GELU(up): 8 FLOPs per element, 1 read, 1 write; or, gated (SwiGLU),
                 SiLU(gate) * up: 4 + 1 FLOPs per element, 2 reads, 1 write
         'down'  gemm(T, d, d_ff)              h @ W_down
+
+    ``weight_bytes_per_element``: the weights' own size (weight-only quantization), see :func:`gemm`.
     """
     T, d, f = _size(tokens, "tokens"), _size(d_model, "d_model"), _size(d_ff, "d_ff")
-    b = _bytes(bytes_per_element)
-    ops = {"up": gemm(T, f, d, b)}
+    b, b_w = _bytes(bytes_per_element), weight_bytes_per_element
+    ops = {"up": gemm(T, f, d, b, b_w)}
     if _flag(gated, "gated"):
-        ops["gate"] = gemm(T, f, d, b)
+        ops["gate"] = gemm(T, f, d, b, b_w)
         ops["act"] = elementwise(T * f, SILU_FLOPS_PER_ELEMENT + 1, 2, 1, b)
     else:
         ops["act"] = elementwise(T * f, GELU_FLOPS_PER_ELEMENT, 1, 1, b)
-    ops["down"] = gemm(T, d, f, b)
+    ops["down"] = gemm(T, d, f, b, b_w)
     return ops
 
 
@@ -375,9 +470,22 @@ def _head_sizes(d, H, kv_heads, head_dim):
     return d_h, q_width, KV * d_h
 
 
+def kv_cache_bytes(batch, kv_seq, kv_width, bytes_per_element=2):
+    """The K and V of one layer for ``batch`` sequences of ``kv_seq`` tokens: what a KV cache holds.
+
+        bytes = 2 B s_kv w b      (K and V: 2; w = H_kv d_h, the width of K and of V per token)
+
+    A decode step's attention reads all of it once. Llama 2 70B (H_kv = 8 heads of
+    d_h = 128, w = 1024) in BF16: 4,096 bytes per token per layer, 327,680 over its 80 layers.
+    """
+    B, s_kv, w = _size(batch, "batch"), _size(kv_seq, "kv_seq"), _size(kv_width, "kv_width")
+    return 2 * B * s_kv * w * _bytes(bytes_per_element)
+
+
 def transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
                           fused_attention=True, kv_seq=None, kv_heads=None, head_dim=None,
-                          causal=False) -> dict[str, Cost]:
+                          causal=False, weight_bytes_per_element=None,
+                          kv_bytes_per_element=None) -> dict[str, Cost]:
     """Every kernel of one pre-norm decoder layer on T = B s tokens, in order:
 
         'norm1'      rmsnorm(T, d)
@@ -400,31 +508,51 @@ def transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element=
     The weight GEMMs hold the matrix parameters of :func:`transformer_layer_params`
     (4 d^2 + 2 d d_ff without GQA, 3 d d_ff gated) and cost 2 FLOPs per
     parameter per token. For decode, pass seq=1 and kv_seq=context.
+
+    Weight-only quantization and a KV cache in its own precision, per op:
+    ``weight_bytes_per_element`` = b_w is the size of a weight in the five weight
+    GEMMs (int8 or int4 weights with BF16 activations: :func:`gemm`);
+    ``kv_bytes_per_element`` = b_kv is the size of a cached K or V element, which
+    attention reads at b_kv instead of b when it reads a cache (``kv_seq`` given):
+    its bytes change by :func:`kv_cache_bytes` at b_kv minus at b. Either left at
+    None: everything at b, as before.
     """
     B, s, d = _size(batch, "batch"), _size(seq, "seq"), _size(d_model, "d_model")
     H, b = _size(n_heads, "n_heads"), _bytes(bytes_per_element)
+    b_w = weight_bytes_per_element
     d_h, q_width, kv_width = _head_sizes(d, H, kv_heads, head_dim)
     T = B * s
-    ops = {"norm1": rmsnorm(T, d, b), "qkv": gemm(T, q_width + 2 * kv_width, d, b)}
+    ops = {"norm1": rmsnorm(T, d, b), "qkv": gemm(T, q_width + 2 * kv_width, d, b, b_w)}
+    if kv_bytes_per_element is not None and kv_seq is not None:
+        b_kv = _storage_bytes(kv_bytes_per_element, "kv_bytes_per_element")
+        cache = Cost(0, kv_cache_bytes(B, kv_seq, kv_width, b_kv) - kv_cache_bytes(B, kv_seq, kv_width, b))
+    else:
+        cache = None
     if _flag(fused_attention, "fused_attention"):
         ops["attn"] = attention_fused(B, H, s, d_h, b, kv_seq, kv_heads, causal)
+        if cache is not None:
+            ops["attn"] = ops["attn"] + cache
     else:
         _flag(causal, "causal")  # the naive kernels compute every score, then mask
         for name, cost in attention_naive_kernels(B, H, s, d_h, b, kv_seq, kv_heads).items():
+            if cache is not None and name in ("qk", "pv"):  # K read by qk, V by pv: half of the cache each
+                cost = cost + Cost(0, cache.bytes / 2)
             ops[f"attn.{name}"] = cost
     residual = elementwise(T * d, 1, 2, 1, b)
-    ops |= {"out": gemm(T, d, q_width, b), "residual1": residual, "norm2": rmsnorm(T, d, b)}
-    for name, cost in mlp_ops(T, d, d_ff, b, gated).items():
+    ops |= {"out": gemm(T, d, q_width, b, b_w), "residual1": residual, "norm2": rmsnorm(T, d, b)}
+    for name, cost in mlp_ops(T, d, d_ff, b, gated, b_w).items():
         ops[f"mlp.{name}"] = cost
     ops["residual2"] = residual
     return ops
 
 
 def transformer_layer(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
-                      fused_attention=True, kv_seq=None, kv_heads=None, head_dim=None, causal=False) -> Cost:
+                      fused_attention=True, kv_seq=None, kv_heads=None, head_dim=None, causal=False,
+                      weight_bytes_per_element=None, kv_bytes_per_element=None) -> Cost:
     """The sum of :func:`transformer_layer_ops`."""
     return _total(transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element,
-                                        gated, fused_attention, kv_seq, kv_heads, head_dim, causal))
+                                        gated, fused_attention, kv_seq, kv_heads, head_dim, causal,
+                                        weight_bytes_per_element, kv_bytes_per_element))
 
 
 def transformer_layer_params(d_model, n_heads, d_ff, gated=False, kv_heads=None, head_dim=None, bias=False,
@@ -457,6 +585,8 @@ SYMBOLS = {
     "seq": "s", "kv_seq": "s_kv", "head_dim": "d_h", "kv_heads": "H_kv", "d_model": "d", "d": "d", "d_ff": "d_ff",
     "tokens": "T", "rows": "R", "cols": "C", "tile": "t", "bytes_per_element": "b",
     "flops_per_element": "f", "reads": "r", "writes": "w",
+    "weight_bytes_per_element": "b_w", "kv_bytes_per_element": "b_kv", "kv_width": "w",
+    "on_chip_bytes": "M",
 }
 
 

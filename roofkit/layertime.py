@@ -75,14 +75,18 @@ def _shape(model) -> models.Model:
     return models.get(model)
 
 
-def kernels(model, batch, seq, kv_seq=None, dtype="bf16", eager=False) -> list[Kernel]:
+def kernels(model, batch, seq, kv_seq=None, dtype="bf16", eager=False, weights_dtype=None,
+            kv_dtype=None) -> list[Kernel]:
     """The kernels of one decoder layer, in order; ``eager=True`` gives what PyTorch eager runs.
 
     ``kv_seq=None``: a causal prefill of ``seq`` tokens; else ``seq`` new tokens per
     sequence, each attending to ``kv_seq`` cached ones (decode: ``seq=1``).
+    ``weights_dtype``, ``kv_dtype``: the bytes of a weight and of a cached K/V element
+    when they differ from ``dtype`` (a precision name, or a number of bytes such as
+    int4 with its scales): see :func:`roofkit.formulas.transformer_layer_ops`.
     """
     shape = _shape(model)
-    ops = shape.layer_ops(batch, seq, kv_seq, dtype)
+    ops = shape.layer_ops(batch, seq, kv_seq, dtype, weight_bytes=weights_dtype, kv_bytes=kv_dtype)
     b = dtypes.bytes_per_element(dtype)
     tokens, d_ff = batch * seq, shape.d_ff
     out = []
@@ -285,13 +289,17 @@ def _op_times(ks: list[Kernel], peak: float, bandwidth: float, floor: float) -> 
 
 
 def predict(model, batch, seq, kv_seq=None, hw="h100", dtype="bf16", calibrated=False,
-            calibration: Calibration | None = None) -> LayerTime:
+            calibration: Calibration | None = None, weights_dtype=None, kv_dtype=None) -> LayerTime:
     """Predict one decoder layer's time on ``hw``; see the module's docstring for the two models.
 
     ``calibrated=True`` uses ``calibration`` (default: fitted on the shipped H200
     dataset) for the floor. Its roofs are used when it was measured on ``hw``
     (or says nothing of its device); otherwise ``hw``'s achievable figures in the
     catalog (NoAchievableFigure where none are published).
+
+    ``dtype`` sets the activations and the peak; ``weights_dtype`` and ``kv_dtype``
+    (default: ``dtype``) the bytes of the weights and of the KV cache read
+    (weight-only quantization: int4 weights, BF16 activations, BF16 peak).
     """
     shape = _shape(model)
     acc = hardware.get(hw)
@@ -302,7 +310,7 @@ def predict(model, batch, seq, kv_seq=None, hw="h100", dtype="bf16", calibrated=
     if not calibrated:
         if calibration is not None:
             raise InvalidValue("a calibration is used only with calibrated=True.")
-        ks = kernels(shape, batch, seq, kv_seq, key)
+        ks = kernels(shape, batch, seq, kv_seq, key, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
         peak, bandwidth, floor, roofs = acc.peak(key), acc.memory_bandwidth(), 0.0, "datasheet"
         fused = None
     else:
@@ -313,8 +321,9 @@ def predict(model, batch, seq, kv_seq=None, hw="h100", dtype="bf16", calibrated=
         else:
             peak, bandwidth = cal.peak(key), cal.bandwidth
         floor, roofs = cal.floor_s, "achievable"
-        ks = kernels(shape, batch, seq, kv_seq, key, eager=True)
-        fused = sum(t.time_s for t in _op_times(kernels(shape, batch, seq, kv_seq, key), peak, bandwidth, floor))
+        ks = kernels(shape, batch, seq, kv_seq, key, eager=True, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        fused = sum(t.time_s for t in _op_times(kernels(shape, batch, seq, kv_seq, key, weights_dtype=weights_dtype,
+                                                        kv_dtype=kv_dtype), peak, bandwidth, floor))
     ops = _op_times(ks, peak, bandwidth, floor)
     return LayerTime(model=shape.key, batch=int(batch), seq=int(seq), kv_seq=None if kv_seq is None else int(kv_seq),
                      dtype=key, accelerator=acc.key, calibrated=calibrated, time_s=sum(op.time_s for op in ops),

@@ -103,6 +103,10 @@ def _valid_point(fn, rng: random.Random, with_optional: bool) -> dict:
     if "kv_heads" in point:
         heads = point.get("heads", point.get("n_heads"))
         point["kv_heads"] = rng.choice([k for k in range(1, heads + 1) if heads % k == 0])
+    if "on_chip_bytes" in point:  # room for 1 to 3000 rows of a FlashAttention tile
+        group = point["heads"] // point.get("kv_heads", point["heads"])
+        point["on_chip_bytes"] = (formulas.attention_tile_bytes(1, point["head_dim"], point["bytes_per_element"])
+                                  * group * rng.randint(1, 3000))
     return point
 
 
@@ -540,6 +544,10 @@ def test_valid_input_gives_finite_positive_costs(fn, data):
         arguments["kv_heads"] = data.draw(st.sampled_from(divisors), label="kv_heads")
     if "kv_seq" in arguments and "seq" in arguments:  # causal needs kv_seq >= seq
         arguments["kv_seq"] = arguments["seq"] + data.draw(size, label="kv_seq - seq")
+    if "on_chip_bytes" in arguments:  # room for at least one row of a FlashAttention tile
+        group = arguments["heads"] // arguments["kv_heads"]
+        row = formulas.attention_tile_bytes(1, arguments["head_dim"], arguments["bytes_per_element"]) * group
+        arguments["on_chip_bytes"] = row * data.draw(st.integers(1, 10**6), label="tile rows")
     for leaf in _leaves(fn(**arguments)):
         assert math.isfinite(leaf) and leaf > 0
 
@@ -772,3 +780,77 @@ def test_torch_counts_a_gqa_layer_as_its_matmuls(torch):
     # the math backend computes every score and then masks: the naive kernels' count
     ops = transformer_layer_ops(B, s, d, H, d_ff, "fp32", gated=True, fused_attention=False, kv_heads=KV)
     assert counted == sum(ops[name].flops for name in MATMULS)
+
+
+# --- FlashAttention's tiles: K and V once per query tile (Dao et al. 2022, Theorem 2) ----------------
+
+
+def _tiled_bytes_by_walking_the_tiles(B, H, KV, s, t, d, b, rows, causal):
+    """Bytes of a tiled FlashAttention counted tile by tile: every tile of ``rows`` query positions
+    (the g = H / KV heads of a group together) reads the K and V rows it needs; Q read, O written once."""
+    kv_rows = 0
+    for start in range(0, s, rows):
+        last = min(start + rows, s) - 1                 # the tile's last query, at position t - s + last
+        kv_rows += (t - s + last + 1) if causal else t  # keys 0 .. t - s + last, or all of them
+    return B * (2 * H * s * d + 2 * KV * kv_rows * d) * b
+
+
+@pytest.mark.parametrize("B,H,KV,s,t,d,rows", [(1, 1, 1, 10, 10, 4, 3), (2, 4, 4, 17, 17, 8, 5), (1, 8, 2, 9, 30, 16, 2),
+                                               (1, 2, 1, 64, 64, 8, 64), (3, 6, 3, 33, 40, 4, 7), (1, 1, 1, 1, 50, 8, 4)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_tiled_flash_attention_counts_what_the_tiles_read(B, H, KV, s, t, d, rows, causal):
+    b = 2
+    M = formulas.attention_tile_bytes(rows, d, b) * (H // KV)  # exactly ``rows`` positions of g heads per tile
+    tiled = attention_fused(B, H, s, d, b, kv_seq=t, kv_heads=KV, causal=causal, on_chip_bytes=M)
+    assert tiled.bytes == _tiled_bytes_by_walking_the_tiles(B, H, KV, s, t, d, b, rows, causal)
+    assert tiled.flops == attention_fused(B, H, s, d, b, kv_seq=t, kv_heads=KV, causal=causal).flops
+    # a little more room that does not make a whole extra row changes nothing
+    assert attention_fused(B, H, s, d, b, kv_seq=t, kv_heads=KV, causal=causal, on_chip_bytes=M + 1) == tiled
+
+
+def test_one_tile_for_every_query_is_the_ideal_count():
+    for s, d in [(8192, 8192), (8192, 128), (1000, 64)]:
+        ideal = attention_fused(1, 1, s, d, "bf16")
+        for M in (formulas.attention_tile_bytes(s, d, "bf16"), 10 * formulas.attention_tile_bytes(s, d, "bf16")):
+            assert attention_fused(1, 1, s, d, "bf16", on_chip_bytes=M) == ideal
+        assert attention_fused(1, 1, s, d, "bf16", on_chip_bytes=formulas.attention_tile_bytes(s - 1, d, 2)).bytes \
+            > ideal.bytes
+
+
+def test_tiled_traffic_is_theta_n2_d2_over_m_and_its_intensity_levels_off():
+    d, b = 128, 2
+    M = formulas.attention_tile_bytes(128, d, b)  # a 128-row tile: 128 KiB
+    big = [attention_fused(1, 1, s, d, b, on_chip_bytes=M) for s in (2**18, 2**19)]
+    assert big[1].bytes / big[0].bytes == pytest.approx(4, rel=0.01)  # bytes ~ s^2 ...
+    half_m = attention_fused(1, 1, 2**19, d, b, on_chip_bytes=M // 2)
+    assert half_m.bytes / big[1].bytes == pytest.approx(2, rel=0.01)  # ... ~ 1 / M ...
+    double_d = attention_fused(1, 1, 2**19, 2 * d, b, on_chip_bytes=M)
+    assert double_d.bytes / big[1].bytes == pytest.approx(4, rel=0.01)  # ... ~ d^2 (Theorem 2: N^2 d^2 / M)
+    # the intensity tends to (4 d + 5) r / (2 d b) with r = M / (4 d b) rows, instead of growing like s / b
+    plateau = (4 * d + 5) * 128 / (2 * d * b)
+    assert big[1].intensity == pytest.approx(plateau, rel=0.002)
+    assert attention_fused(1, 1, 2**19, d, b).intensity > 1000 * plateau
+    s, M_ = pos("s"), pos("M")
+    limit = sympy.limit(symbolic(attention_fused, batch=1, heads=1, head_dim=d, bytes_per_element=b,
+                                 on_chip_bytes=M_).intensity, s, sympy.oo)
+    assert sympy.simplify(limit - sympy.Rational(4 * d + 5, 2 * d * b) * sympy.floor(M_ / (4 * d * b))) == 0
+
+
+def test_causal_tiles_skip_the_tiles_above_the_diagonal():
+    full = attention_fused(1, 8, 2**16, 128, "bf16", on_chip_bytes=formulas.attention_tile_bytes(128, 128, 2))
+    causal = attention_fused(1, 8, 2**16, 128, "bf16", causal=True,
+                             on_chip_bytes=formulas.attention_tile_bytes(128, 128, 2))
+    assert causal.bytes / full.bytes == pytest.approx(0.5, rel=0.01)
+    assert causal.intensity == pytest.approx(full.intensity, rel=0.01)  # half the math, half the reads
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: attention_fused(1, 1, 8, 128, "bf16", on_chip_bytes=1023), r"^on_chip_bytes=1023 cannot hold one row"),
+    (lambda: attention_fused(1, 8, 8, 128, "bf16", kv_heads=2, on_chip_bytes=2048),
+     r"cannot hold one row .* = 4096 bytes"),
+    (lambda: attention_fused(1, 1, 8, 128, on_chip_bytes=0), r"^on_chip_bytes must be"),
+    (lambda: formulas.attention_tile_bytes(-1, 128), r"^rows must be"),
+])
+def test_tiled_flash_attention_bad_input(call, message):
+    with pytest.raises(InvalidValue, match=message):
+        call()

@@ -32,6 +32,8 @@ PUBLISHED = [
     ("llama-3.1-405b", 406e9),   # Hugging Face, meta-llama/Llama-3.1-405B: "406B params"
     ("mistral-7b", 7.24e9),      # Hugging Face, mistralai/Mistral-7B-v0.1: "7.24B params"
     ("gpt-3-175b", 175e9),       # Brown et al. 2020, Table 2.1: 175.0B
+    ("deepseek-v2", 236e9),      # DeepSeek-V2, arXiv:2405.04434, section 3.1.2: 236B total
+    ("deepseek-v3", 671e9),      # DeepSeek-V3, arXiv:2412.19437, section 4.2: 671B total
 ]
 
 
@@ -51,12 +53,21 @@ def _inventory(m) -> int:
     if m.positions:
         tensors.append((m.positions, d))
     per_layer = [(m.heads * dh, d), (m.kv_heads * dh, d), (m.kv_heads * dh, d), (d, m.heads * dh)]  # q, k, v, o
-    per_layer += [(m.d_ff, d), (d, m.d_ff)] + ([(m.d_ff, d)] if m.mlp == "swiglu" else [])  # up, down, gate
+    if m.kv_lora_rank:  # DeepSeek's modeling code: q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim  # kv_a_layernorm, kv_b_proj, o_proj
+        per_layer = [(m.q_lora_rank, d), (m.q_lora_rank,), (m.heads * qk, m.q_lora_rank),
+                     (m.kv_lora_rank + m.qk_rope_head_dim, d), (m.kv_lora_rank,),
+                     (m.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank), (d, m.heads * m.v_head_dim)]
+    dense_mlp = [(m.d_ff, d), (d, m.d_ff)] + ([(m.d_ff, d)] if m.mlp == "swiglu" else [])  # up, down, gate
     norm_vectors = 2 if m.norm == "layernorm" else 1
     per_layer += [(d,)] * (2 * norm_vectors)  # two norms per layer
     if m.bias:
         per_layer += [(m.heads * dh,), (m.kv_heads * dh,), (m.kv_heads * dh,), (d,), (m.d_ff,), (d,)]
-    tensors += per_layer * m.layers + [(d,)] * norm_vectors  # the final norm
+    expert = [(m.moe_d_ff, d), (d, m.moe_d_ff), (m.moe_d_ff, d)] if m.experts else []
+    moe_mlp = expert * (m.experts + m.shared_experts) + [(m.experts, d)]  # the experts and the router
+    moe_layers = m.layers - m.dense_layers if m.experts else 0
+    tensors += (per_layer + dense_mlp) * (m.layers - moe_layers) + (per_layer + moe_mlp) * moe_layers
+    tensors += [(d,)] * norm_vectors  # the final norm
     if not m.tied_embeddings:
         tensors.append((m.vocab, d))  # the output layer
     total = 0
@@ -72,6 +83,8 @@ def _inventory(m) -> int:
 def test_parameter_count_equals_an_inventory_of_the_weights(key):
     m = models.get(key)
     assert m.params == _inventory(m)
+    if m.mla or m.moe:
+        return
     assert m.params == m.layers * m.params_per_layer + m.embedding_params + m.d_model * (2 if m.norm == "layernorm" else 1)
 
 
@@ -85,6 +98,10 @@ def test_exact_counts_of_the_llama_family():
 @pytest.mark.parametrize("key", BUILT_IN)
 def test_layer_weight_gemms_read_the_layer_s_matrices(key):
     m = models.get(key)
+    if m.mla or m.moe:  # DeepSeek: shape, parameters and KV cache, not its layers' kernels
+        with pytest.raises(InvalidValue, match="not modelled op by op"):
+            m.layer_ops(batch=2, seq=3)
+        return
     ops = m.layer_ops(batch=2, seq=3)
     gemm_flops = sum(ops[n].flops for n in ("qkv", "out", "mlp.up", "mlp.gate", "mlp.down") if n in ops)
     vectors = (4 if m.norm == "layernorm" else 2) * m.d_model
@@ -194,7 +211,7 @@ def test_unknown_model_suggests_the_closest():
         models.get("llama-2-8b")
     message = str(raised.value)
     assert message.startswith("Unknown model 'llama-2-8b'. Did you mean 'llama-3-8b'")
-    assert "Expected one of: gpt-3-175b, llama-2-13b" in message
+    assert "Expected one of: deepseek-v2, deepseek-v3, gpt-3-175b, llama-2-13b" in message
     assert isinstance(raised.value, (UnknownName, LookupError, RoofkitError))
     with pytest.raises(UnknownModel, match="Unknown model 42"):
         models.get(42)
@@ -224,4 +241,17 @@ def test_bad_catalog_tables_are_refused(change, message):
     table = {"name": "x", "source": "a paper", "layers": 2, "d_model": 64, "heads": 4, "d_ff": 256, "vocab": 100}
     table = {k: v for k, v in (table | change).items() if v is not None}
     with pytest.raises(InvalidValue, match=message):
+        models._from_table("x", table, {})
+
+
+@pytest.mark.parametrize("key, active", [("deepseek-v2", 21e9), ("deepseek-v3", 37e9)])
+def test_activated_parameters_of_the_mixtures_of_experts(key, active):
+    # the papers' "activated per token" (DeepSeek-V2 section 3.1.2, DeepSeek-V3 section 4.2), to two figures
+    assert float(f"{models.get(key).active_params:.2g}") == active
+
+
+def test_latent_attention_needs_all_its_sizes():
+    table = {"name": "x", "source": "a paper", "layers": 2, "d_model": 64, "heads": 4, "d_ff": 256, "vocab": 100,
+             "kv_lora_rank": 32}
+    with pytest.raises(InvalidValue, match="latent attention needs all of"):
         models._from_table("x", table, {})

@@ -14,6 +14,7 @@ traceback for a mistake in the input.
     roofkit mfu --params 70B --tokens-per-s 3000 --gpus 1 --hw h100 --dtype bf16
     roofkit comm all-reduce --bytes 1GB --gpus 8 --link hgx-h100
     roofkit parallel --model llama-3-70b --hw h100 --gpus 1024 --tp 8 --pp 4 --zero 1 --global-batch-tokens 4M --seq 8192
+    roofkit serve --model llama-3-70b --hw h100 --gpus 8 --context 8192 --batch 64 --weights-dtype int4
     roofkit format bfloat16
     roofkit measure --quick --save my-machine.json
     roofkit measure --comms comms.png --quick
@@ -37,7 +38,7 @@ from ._common import EXIT_USAGE, Parser, human, json_flag
 __all__ = ["main", "build_parser", "human", "EXIT_USAGE"]
 
 # the order in which commands appear in `roofkit --help`
-_GROUPS = ("hardware", "cost", "layer", "training", "comm", "parallel", "formats", "measure", "quiz", "course", "classroom")
+_GROUPS = ("hardware", "cost", "layer", "serve", "training", "comm", "parallel", "formats", "measure", "quiz", "course", "classroom")
 
 
 def build_parser() -> Parser:

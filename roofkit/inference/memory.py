@@ -1,0 +1,209 @@
+"""A memory plan for serving a model on N GPUs: weights, KV cache, a reserve; what fits.
+
+Each GPU's memory M (the catalog's ``memory_bytes``) holds, with the work split
+evenly over the N GPUs:
+
+    N M  =  reserve  +  weights  +  KV cache  (+ what is left)
+
+* reserve: a fraction r of every GPU set aside for activations, the CUDA
+  context, communication buffers and the runtime. The default r = 0.10 is
+  vLLM's: ``gpu_memory_utilization`` = 0.9 (vLLM engine arguments); vLLM
+  also measures the activations' peak and takes it from that 90%.
+* weights: :func:`roofkit.inference.weights.weights_bytes` (every expert of a mixture of experts);
+* KV cache: B sequences of s tokens, :mod:`roofkit.inference.kvcache`, times a
+  replication factor. Tensor parallelism over t GPUs gives each GPU H_kv / t of
+  the K/V heads; when t > H_kv a head is copied onto t / H_kv GPUs, and MLA's
+  latent, shared by every head, is on all t.
+
+So the largest batch at a context s, and the longest context at a batch B, are
+
+    B_max = floor((N M (1 - r) - W) / (s · kv per token · replication))
+    s_max = floor((N M (1 - r) - W) / (B · kv per token · replication))
+
+and, when the weights alone do not fit, the fewest GPUs that would hold them is
+ceil(W / (M (1 - r))).
+
+The layout (:func:`layout`): tensor parallelism t inside the accelerator's
+scale-up domain (an NVLink/NVSwitch node, a TPU pod; :mod:`roofkit.links`),
+the largest t that divides both N and the query heads; pipeline stages for
+the rest, p = N / t.
+
+    >>> p = plan("llama-3-70b", "h100", gpus=8, context=8192)
+    >>> p.fits, p.max_batch, (p.tp, p.pp)
+    (True, 162, (8, 1))
+    >>> plan("llama-3-70b", "h100", gpus=1, context=8192).verdict
+    'The weights alone (141.1 GB) do not fit on 1 x H100 SXM5 80GB (72 GB each after the 10% reserve): they need 2 GPUs at least.'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .. import dtypes, hardware, models
+from ..errors import InvalidValue
+from . import kvcache, weights
+
+__all__ = ["RESERVE", "Layout", "layout", "MemoryPlan", "plan", "max_batch", "max_context", "min_gpus",
+           "kv_replication"]
+
+RESERVE = 0.10  # of each GPU's memory: vLLM's default gpu_memory_utilization = 0.9
+
+
+def _whole(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value != int(value) or value < 1:
+        raise InvalidValue(f"{name} must be a whole number of at least 1; got {value!r}.")
+    return int(value)
+
+
+def _reserve(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise InvalidValue(f"reserve must be a fraction of each GPU's memory in [0, 1); got {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How N GPUs split a model: ``tp``-way tensor parallel inside ``link`` (a scale-up link), ``pp`` stages."""
+
+    gpus: int
+    tp: int
+    pp: int
+    link: str | None  # the scale-up link's catalog key, None when the catalog has none for the accelerator
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def layout(model, hw, gpus=1) -> Layout:
+    """Tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the heads), pipeline across."""
+    from .. import links
+
+    m, acc, n = models.get(model), hardware.get(hw), _whole(gpus, "gpus")
+    domain = links.scale_up(acc)
+    reach = min(n, domain.gpus) if domain is not None and domain.gpus is not None else n
+    tp = max(t for t in range(1, reach + 1) if n % t == 0 and m.heads % t == 0)
+    return Layout(gpus=n, tp=tp, pp=n // tp, link=domain.key if domain is not None else None)
+
+
+def kv_replication(model, tp: int) -> float:
+    """How many copies of each cached element ``tp``-way tensor parallelism keeps (1 while t <= H_kv)."""
+    m = models.get(model)
+    t = _whole(tp, "tp")
+    return float(t) if m.mla else t / min(t, m.kv_heads)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What N GPUs hold for one model at one context, and what fits. Bytes are for all the GPUs together."""
+
+    model: str
+    accelerator: str
+    gpus: int
+    tp: int
+    pp: int
+    weights_dtype: str
+    kv_dtype: str
+    context: int
+    batch: int
+    capacity_bytes: float  # N x M
+    reserve_fraction: float
+    reserve_bytes: float
+    weights_bytes: float
+    kv_bytes_per_token: float  # one token of one sequence, every layer (one copy)
+    kv_bytes_per_sequence: float  # at the context (one copy)
+    kv_replication: float
+    kv_bytes: float  # the batch at the context, with its copies
+    free_bytes: float  # what the cache may use: capacity - reserve - weights (negative when the weights do not fit)
+    max_batch: int  # sequences of `context` tokens that fit; 0 when the weights do not fit
+    max_context: int  # tokens per sequence that fit at `batch`; 0 when the weights do not fit
+    min_gpus: int  # the fewest GPUs whose memory, less the reserve, holds the weights
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.free_bytes >= 0
+
+    @property
+    def fits(self) -> bool:
+        """``batch`` sequences of ``context`` tokens fit beside the weights and the reserve."""
+        return self.weights_fit and self.batch <= self.max_batch
+
+    @property
+    def per_gpu(self) -> dict:
+        """The same figures for one GPU (an even split)."""
+        n = self.gpus
+        return {"capacity_bytes": self.capacity_bytes / n, "reserve_bytes": self.reserve_bytes / n,
+                "weights_bytes": self.weights_bytes / n, "kv_bytes": self.kv_bytes / n,
+                "free_bytes": self.free_bytes / n}
+
+    @property
+    def verdict(self) -> str:
+        acc = hardware.get(self.accelerator)
+        gb = lambda x: f"{x / 1e9:.4g} GB"  # noqa: E731
+        usable = gb(self.capacity_bytes / self.gpus * (1 - self.reserve_fraction))
+        where = f"{self.gpus} x {acc.name.removeprefix(acc.vendor + ' ')}"
+        if not self.weights_fit:
+            return (f"The weights alone ({gb(self.weights_bytes)}) do not fit on {where} ({usable} each after the "
+                    f"{self.reserve_fraction:.0%} reserve): they need {self.min_gpus} GPUs at least.")
+        line = (f"Weights {gb(self.weights_bytes)}, reserve {gb(self.reserve_bytes)}, {gb(self.free_bytes)} left "
+                f"for the KV cache on {where}: at most {self.max_batch} sequences of {self.context:,} tokens")
+        if self.fits:
+            return line + f"; a batch of {self.batch} fits ({gb(self.kv_bytes)} of cache)."
+        return line + f"; a batch of {self.batch} does not fit (it needs {gb(self.kv_bytes)} of cache)."
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"weights_fit": self.weights_fit, "fits": self.fits, "per_gpu": self.per_gpu,
+                               "verdict": self.verdict}
+
+
+def min_gpus(model, hw, weights_dtype="bf16", reserve=RESERVE, group=None) -> int:
+    """The fewest GPUs whose memory, less the reserve, holds the weights (the KV cache not counted)."""
+    acc = hardware.get(hw)
+    if not acc.memory_bytes:
+        raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
+    usable = acc.memory_bytes * (1 - _reserve(reserve))
+    return max(1, math.ceil(weights.weights_bytes(model, weights_dtype, group) / usable))
+
+
+def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=RESERVE,
+         group=None) -> MemoryPlan:
+    """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens."""
+    m, acc = models.get(model), hardware.get(hw)
+    n, s, B, r = _whole(gpus, "gpus"), _whole(context, "context"), _whole(batch, "batch"), _reserve(reserve)
+    if not acc.memory_bytes:
+        raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
+    kv_key = dtypes.canonical(kv_dtype)
+    fmt = weights.weight_format(weights_dtype, group)
+    lay = layout(m, acc, n)
+    capacity = n * acc.memory_bytes
+    reserved = r * capacity
+    W = weights.weights_bytes(m, fmt)
+    per_token = kvcache.bytes_per_token(m, kv_key)
+    repl = kv_replication(m, lay.tp)
+    free = capacity - reserved - W
+    notes = []
+    if repl > 1:
+        notes.append(f"tensor parallelism over {lay.tp} GPUs keeps {repl:g} copies of the cache "
+                     + ("(the latent is shared by every head)" if m.mla else f"({m.kv_heads} K/V heads)"))
+    batch_max = max(0, math.floor(free / (s * per_token * repl))) if free >= 0 else 0
+    context_max = max(0, math.floor(free / (B * per_token * repl))) if free >= 0 else 0
+    if m.context and s > m.context:
+        notes.append(f"a context of {s:,} tokens is beyond the {m.context:,} {m.name} was released for")
+    return MemoryPlan(model=m.key, accelerator=acc.key, gpus=n, tp=lay.tp, pp=lay.pp, weights_dtype=fmt.name,
+                      kv_dtype=kv_key, context=s, batch=B, capacity_bytes=capacity, reserve_fraction=r,
+                      reserve_bytes=reserved, weights_bytes=W, kv_bytes_per_token=per_token,
+                      kv_bytes_per_sequence=per_token * s, kv_replication=repl, kv_bytes=B * s * per_token * repl,
+                      free_bytes=free, max_batch=batch_max, max_context=context_max,
+                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes)
+
+
+def max_batch(model, hw, gpus=1, context=4096, **options) -> int:
+    """The most sequences of ``context`` tokens that fit (0 when the weights alone do not)."""
+    return plan(model, hw, gpus, context, **options).max_batch
+
+
+def max_context(model, hw, gpus=1, batch=1, **options) -> int:
+    """The longest context (tokens per sequence) at which ``batch`` sequences fit (0 when the weights do not)."""
+    return plan(model, hw, gpus, batch=batch, **options).max_context

@@ -1,0 +1,110 @@
+"""The serving figures: latency and throughput against the batch, and where the memory goes.
+
+    fig = plot_batch("llama-3-70b", "h100", gpus=8, context=8192)    # TPOT and tokens/s, the memory limit marked
+    fig = plot_memory(memory.plan("llama-3-70b", "h100", 8, 8192, batch=64))   # one GPU's memory as a bar
+
+:func:`batch_sweep` computes the curve (no matplotlib); the figures are
+matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
+``fig``). The explorer of :mod:`roofkit.explore.serving` draws both side by side.
+"""
+
+from __future__ import annotations
+
+from . import latency, memory
+
+__all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES"]
+
+BATCHES = tuple(2**e for e in range(11))  # 1 .. 1024
+
+
+def batch_sweep(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                calibrated=False) -> dict:
+    """TPOT and throughput at each batch, and what fits: {'batch', 'tpot_s', 'tokens_per_s', 'fits', 'max_batch'}.
+
+    The largest batch that fits is added to ``batches`` (when it is at least 1).
+    """
+    wd, kd = weights_dtype or dtype, kv_dtype or dtype
+    plan = memory.plan(model, hw, gpus, context, 1, wd, kd)
+    points = sorted({memory._whole(b, "batch") for b in batches} | ({plan.max_batch} if plan.max_batch else set()))
+    steps = [latency.decode_step(model, hw, b, context, gpus, dtype, wd, kd, calibrated) for b in points]
+    return {"batch": points, "tpot_s": [s.time_s for s in steps], "tokens_per_s": [s.tokens_per_s for s in steps],
+            "fits": [b <= plan.max_batch for b in points], "max_batch": plan.max_batch, "plan": plan}
+
+
+def draw_batch(ax, sweep: dict, title: str | None = None) -> None:
+    """TPOT (left axis, ms) and tokens/s (right axis) against the batch; hollow markers do not fit in memory."""
+    x, tpot, rate, fits = sweep["batch"], [t * 1e3 for t in sweep["tpot_s"]], sweep["tokens_per_s"], sweep["fits"]
+    right = ax.twinx()
+    for axis, y, colour, label in ((ax, tpot, "C0", "time per output token (ms)"),
+                                   (right, rate, "C3", "tokens/s (the whole batch)")):
+        axis.plot(x, y, color=colour, label=label)
+        axis.scatter([a for a, ok in zip(x, fits) if ok], [b for b, ok in zip(y, fits) if ok], color=colour, zorder=3)
+        axis.scatter([a for a, ok in zip(x, fits) if not ok], [b for b, ok in zip(y, fits) if not ok],
+                     facecolors="white", edgecolors=colour, zorder=3)
+        axis.set_yscale("log")
+        axis.set_ylabel(label, color=colour)
+    limit = sweep["max_batch"]
+    if limit >= 1:
+        ax.axvline(limit, color="0.3", ls="--")
+        ax.annotate(f"memory limit:\nbatch {limit}", (limit, 0.03), xycoords=("data", "axes fraction"),
+                    xytext=(6, 0), textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.3")
+    else:
+        ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center", color="0.3")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter("{x:g}")
+    ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
+    ax.grid(True, color="0.92")
+    if title:
+        ax.set_title(title, fontsize=10)
+
+
+def plot_batch(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
+               calibrated=False, title=None):
+    """A figure of :func:`draw_batch` for one model, accelerator and context."""
+    from matplotlib.figure import Figure
+
+    from .. import hardware, models
+
+    sweep = batch_sweep(model, hw, gpus, context, batches, dtype, weights_dtype, kv_dtype, calibrated)
+    fig = Figure(figsize=(8.5, 4.2))  # fixed margins: a constrained layout doubles the time to draw
+    fig.subplots_adjust(left=0.08, right=0.89, top=0.92, bottom=0.12)
+    acc = hardware.get(hw)
+    default = (f"{models.get(model).name} on {gpus} x {acc.name.removeprefix(acc.vendor + ' ')}, "
+               f"{context:,}-token context, decode")
+    draw_batch(fig.add_subplot(), sweep, title or default)
+    return fig
+
+
+_PARTS = (("reserve", "0.65"), ("weights", "C0"), ("KV cache", "C1"), ("free", "0.9"))
+
+
+def draw_memory(ax, plan: memory.MemoryPlan) -> None:
+    """One GPU's memory as a horizontal bar in GB: reserve, weights, the batch's KV cache, what is free."""
+    g = plan.per_gpu
+    capacity = g["capacity_bytes"] / 1e9
+    parts = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9,
+             "KV cache": g["kv_bytes"] / 1e9}
+    parts["free"] = max(0.0, capacity - sum(parts.values()))
+    left = 0.0
+    for name, colour in _PARTS:
+        width = parts[name]
+        ax.barh(0, width, left=left, height=0.6, color=colour, label=f"{name}: {width:.3g} GB")
+        left += width
+    ax.axvline(capacity, ymax=0.66, color="C3", lw=2)  # below the legend
+    ax.text(capacity, -0.72, f" {capacity:.3g} GB per GPU", fontsize=8, color="C3", va="bottom")
+    ax.set_xlim(0, max(left, capacity) * 1.15)
+    ax.set_ylim(-0.75, 0.85)
+    ax.set_yticks([])
+    ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
+    verdict = "fits" if plan.fits else ("the weights do not fit" if not plan.weights_fit else "does not fit")
+    ax.set_title(f"batch {plan.batch} x {plan.context:,} tokens: {verdict}", fontsize=10)
+    ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0, 1.02))
+
+
+def plot_memory(plan: memory.MemoryPlan):
+    """A figure of :func:`draw_memory`."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.5, 2.2), layout="constrained")
+    draw_memory(fig.add_subplot(), plan)
+    return fig

@@ -1,0 +1,120 @@
+"""roofkit serve: the contract of issue 12 (its JSON keys, its defaults, one line and exit 2 on bad input).
+
+Numbers are checked by hand (Llama 3 70B in BF16 on 8 x H100 at 8,192 tokens) and against the
+library's own functions, which tests/test_inference.py checks against published figures.
+"""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from roofkit import cli, hardware, models
+from roofkit.inference import latency
+
+CONTRACT = {"weights_bytes", "kv_bytes_per_token", "kv_bytes_per_sequence", "max_batch", "fits", "tpot_s",
+            "ttft_s", "tokens_per_s", "reserve_bytes"}
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_llama_3_70b_on_an_8_gpu_h100_node(capsys):
+    data = run_json(capsys, "serve", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "8", "--context", "8192")
+    assert CONTRACT <= set(data)
+    params = models.get("llama-3-70b").params
+    assert data["weights_bytes"] == 2 * params  # BF16 by default
+    assert data["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2  # every layer, K and V, 8 KV heads of 128
+    assert data["kv_bytes_per_sequence"] == 327_680 * 8192
+    reserve = 0.1 * 8 * hardware.get("h100").memory_bytes
+    assert data["reserve_bytes"] == pytest.approx(reserve)
+    assert data["max_batch"] == math.floor((8 * 80e9 - reserve - 2 * params) / (327_680 * 8192)) == 162
+    assert data["fits"] is True and data["batch"] == 1 and data["prompt"] == 8192  # defaults: batch 1, prompt = C
+    assert data["tpot_s"] == latency.tpot("llama-3-70b", "h100", 1, 8192, gpus=8)
+    assert data["ttft_s"] == latency.ttft("llama-3-70b", "h100", 8192, gpus=8)
+    assert data["tokens_per_s"] == pytest.approx(1 / data["tpot_s"])
+
+
+def test_weights_that_do_not_fit(capsys):
+    data = run_json(capsys, "serve", "--model", "llama-3-70b", "--hw", "h100", "--context", "8192")
+    assert data["max_batch"] == 0 and data["fits"] is False and data["weights_fit"] is False
+    assert data["min_gpus"] == 2 and "2 GPUs at least" in data["verdict"]
+
+
+def test_batch_prompt_and_dtypes(capsys):
+    data = run_json(capsys, "serve", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "8", "--context", "4096",
+                    "--prompt", "1024", "--batch", "64", "--weights-dtype", "int4", "--kv-dtype", "fp8")
+    assert (data["batch"], data["prompt"], data["weights_dtype"], data["kv_dtype"], data["dtype"]) == \
+        (64, 1024, "int4", "fp8", "bf16")
+    assert data["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 1
+    assert data["tokens_per_s"] == pytest.approx(64 / data["tpot_s"])
+    assert data["tpot_s"] == latency.tpot("llama-3-70b", "h100", 64, 4096, gpus=8, weights_dtype="int4",
+                                          kv_dtype="fp8")
+    assert data["ttft_s"] == latency.ttft("llama-3-70b", "h100", 1024, gpus=8, weights_dtype="int4", kv_dtype="fp8")
+    batch_512 = run_json(capsys, "serve", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "8", "--context",
+                         "4096", "--batch", "512")
+    assert batch_512["fits"] is False  # 512 x 1.34 GB of cache does not fit next to 141 GB of weights
+
+
+def test_calibrated_on_the_h200(capsys):
+    plain = run_json(capsys, "serve", "--model", "llama-3-8b", "--hw", "h200", "--context", "4096")
+    calibrated = run_json(capsys, "serve", "--model", "llama-3-8b", "--hw", "h200", "--context", "4096", "--calibrated")
+    assert calibrated["calibrated"] is True and calibrated["tpot_s"] > plain["tpot_s"]
+
+
+def test_a_model_without_a_latency_model_still_gets_its_memory(capsys):
+    data = run_json(capsys, "serve", "--model", "deepseek-v3", "--hw", "h200", "--gpus", "8", "--context", "4096",
+                    "--weights-dtype", "fp8")
+    assert data["kv_bytes_per_token"] == 61 * (512 + 64) * 2
+    assert data["tpot_s"] is None and data["max_batch"] > 0
+
+
+def test_text_output(capsys):
+    code, out, _ = run(capsys, "serve", "--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--batch", "8")
+    assert code == 0
+    for words in ("Llama 3 8B on 1 x NVIDIA H100", "KV cache per token", "largest batch", "time to first token",
+                  "time per output token", "per user"):
+        assert words in out
+
+
+def test_json_anywhere_on_the_line(capsys):
+    code, out, _ = run(capsys, "--json", "serve", "--model", "llama-3-8b", "--hw", "h100", "--context", "2048")
+    assert code == 0 and CONTRACT <= set(json.loads(out))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--model", "llama-9", "--hw", "h100", "--context", "4096"], "Unknown model 'llama-9'"),
+    (["--model", "llama-3-8b", "--hw", "h1000", "--context", "4096"], "Unknown accelerator 'h1000'"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "0"], "context must be"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "10.5"], "whole number of tokens"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--gpus", "0"], "gpus must be"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--batch", "-3"], "batch must be"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--weights-dtype", "int3"], "Unknown precision"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--weights-dtype", "int8", "--dtype", "int4"],
+     "no int4 peak"),
+    (["--model", "llama-3-8b", "--hw", "t4", "--context", "4096"], "no bf16 peak"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--calibrated"], "no achievable memory bandwidth"),
+    (["--model", "llama-3-8b", "--hw", "h100"], "--context"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--prompt", "8192"], "must not exceed context"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, words):
+    code, out, err = run(capsys, "serve", *argv)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and "error" in lines[0] and words in lines[0], err
+
+
+def test_the_console_script():
+    done = subprocess.run([sys.executable, "-m", "roofkit.cli", "serve", "--model", "mistral-7b", "--hw", "a100",
+                           "--context", "8192", "--json"], capture_output=True, text=True, check=True)
+    assert CONTRACT <= set(json.loads(done.stdout))

@@ -1,0 +1,91 @@
+"""The serving explorer: its state is roofkit.inference.serve's, callbacks update it, bad choices do not break it."""
+
+import base64
+import html
+import re
+
+import pytest
+
+from roofkit.errors import InvalidValue, UnknownName
+from roofkit.explore import serving_explorer
+from roofkit.explore.serving import BATCHES, CONTEXTS, build_explorer, explorer_state, summary
+from roofkit.inference import plot, serve
+
+
+def _text(explorer) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", explorer.label.value))
+
+
+def test_state_is_the_serving_estimate():
+    state = explorer_state("llama-3-70b", "h100", 8, "bf16", "bf16", 8192, 64)
+    s = serve("llama-3-70b", "h100", 8, 8192, batch=64)
+    for key, value in s.to_dict().items():
+        if key not in ("accelerator",):
+            assert state[key] == value, key
+    assert state["max_batch"] == 162 and state["fits"] is True
+
+
+def test_summary_is_the_starting_text(capsys):
+    explorer = serving_explorer()
+    assert capsys.readouterr().out.strip() == summary()
+    assert summary().startswith("Llama 3 70B on 8 x H100 SXM5 80GB, bf16 weights, bf16 cache, 8,192 tokens, batch 64: "
+                                "fits (largest batch 162)")
+    assert "roofkit-serving" in explorer.label._dom_classes and "roofkit-plot" in explorer.plot._dom_classes
+    assert "roofkit-batch" in explorer.inputs["batch"]._dom_classes
+    bundle = explorer._repr_mimebundle_()
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert "run the notebook live" in repr(explorer)
+
+
+def test_callbacks_update_the_label_and_the_plot():
+    explorer = build_explorer()
+    first = explorer._png
+    assert "fits" in _text(explorer) and "does not fit" not in _text(explorer)
+
+    explorer.inputs["batch"].value = 512  # beyond the memory limit
+    assert "does not fit" in _text(explorer) and explorer._png != first
+    assert explorer.state["batch"] == 512 and explorer.state["fits"] is False
+
+    explorer.inputs["weights_dtype"].value = "int4"  # less memory for the weights, more for the cache
+    int4 = explorer.state["max_batch"]
+    assert int4 > 162
+
+    explorer.inputs["kv_dtype"].value = "fp8"  # half the cache per token: about twice the batch
+    assert explorer.state["kv_bytes_per_token"] == 2 * 80 * 8 * 128
+    assert explorer.state["max_batch"] == pytest.approx(2 * int4, abs=1)
+
+    explorer.inputs["context"].value = 131072
+    assert explorer.state["context"] == 131072 and explorer.state["max_batch"] < int4
+
+    explorer.inputs["gpus"].value = 1
+    explorer.inputs["weights_dtype"].value = "bf16"
+    assert "need 2 GPUs at least" in _text(explorer)
+
+
+def test_choices_roofkit_cannot_serve_show_a_message():
+    explorer = build_explorer()
+    explorer.inputs["model"].value = "deepseek-v3"  # memory only: its latency is not modelled
+    assert "latency not modelled" in _text(explorer) and explorer.state["tpot_s"] is None
+    explorer.inputs["model"].value = "llama-3-8b"
+    explorer.inputs["hw"].value = "t4"  # FP16 math: no BF16 on a T4
+    assert explorer.state["dtype"] == "fp16" and explorer.state["tpot_s"] > 0
+    explorer.inputs["weights_dtype"].value = "fp8"
+    explorer.inputs["hw"].value = "a100-sxm4-80gb"  # FP8 weights multiplied in BF16: fine on an A100
+    assert explorer.state["tpot_s"] > 0
+
+
+def test_bad_starting_values_name_the_choices():
+    with pytest.raises(InvalidValue, match=r"batch must be one of 1, 2, 4"):
+        build_explorer(batch=3)
+    with pytest.raises(InvalidValue, match="context must be one of 512"):
+        build_explorer(context=1000)
+    with pytest.raises(UnknownName):
+        build_explorer(model="llama-9")
+
+
+def test_the_curve_marks_the_memory_limit():
+    sweep = plot.batch_sweep("llama-3-70b", "h100", 8, 8192, BATCHES)
+    assert 162 in sweep["batch"] and sweep["max_batch"] == 162
+    assert [b <= 162 for b in sweep["batch"]] == sweep["fits"]
+    assert sweep["tpot_s"] == sorted(sweep["tpot_s"]) and sweep["tokens_per_s"] == sorted(sweep["tokens_per_s"])
+    assert set(CONTEXTS) >= {4096, 8192, 32768}
