@@ -78,15 +78,17 @@ def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum() or ch == "2")
 
 
+_NAMES = {_key(c): c for c in COLLECTIVES} | _ALIASES  # every spelling's key -> its collective
+
+
 def canonical(name: str) -> str:
     """'allreduce', 'all_reduce', 'AR' -> 'all-reduce'; UnknownCollective for anything else."""
     if isinstance(name, str):
+        if name in COLLECTIVES:  # the common case, at no cost
+            return name
         key = _key(name)
-        for c in COLLECTIVES:
-            if key == _key(c):
-                return c
-        if key in _ALIASES:
-            return _ALIASES[key]
+        if key in _NAMES:
+            return _NAMES[key]
     raise UnknownCollective(name, COLLECTIVES, {alias: c for alias, c in _ALIASES.items()})
 
 
@@ -338,6 +340,25 @@ class Hierarchical:
         return self.gpus_per_node * self.nodes
 
     @property
+    def latency_s(self) -> float:
+        """The α terms of the phases, added: what the collective costs however small the message."""
+        return sum(p.latency_s for _, p in self.phases)
+
+    @property
+    def transfer_s(self) -> float:
+        """The rest of ``time_s``: the bytes, on the busier link (or on both in turn without overlap)."""
+        return self.time_s - self.latency_s
+
+    @property
+    def latency_bound(self) -> bool:
+        return self.latency_s > self.transfer_s
+
+    @property
+    def latency_bound_below_bytes(self) -> float:
+        """The size at which the α terms equal the transfer (the transfer grows in proportion to S)."""
+        return self.latency_s * self.size_bytes / self.transfer_s
+
+    @property
     def algbw(self) -> float:
         return algbw(self.size_bytes, self.time_s)
 
@@ -348,7 +369,9 @@ class Hierarchical:
     def to_dict(self) -> dict:
         return {"collective": self.collective, "bytes": self.size_bytes, "gpus": self.gpus,
                 "gpus_per_node": self.gpus_per_node, "nodes": self.nodes, "overlap": self.overlap,
-                "time_s": self.time_s, "algbw_bytes_per_s": self.algbw, "busbw_bytes_per_s": self.busbw,
+                "time_s": self.time_s, "latency_s": self.latency_s, "transfer_s": self.transfer_s,
+                "latency_bound": self.latency_bound, "latency_bound_below_bytes": self.latency_bound_below_bytes,
+                "algbw_bytes_per_s": self.algbw, "busbw_bytes_per_s": self.busbw,
                 "phases": [{"level": level, **c.to_dict()} for level, c in self.phases]}
 
 

@@ -52,8 +52,9 @@ from dataclasses import asdict, dataclass, field
 from .errors import InvalidValue
 from .units import is_symbolic, positive
 
-__all__ = ["ZERO_STAGES", "bubble_fraction", "bubble_time", "dp_critical_batch", "state_bytes", "activation_bytes",
-           "memory_per_gpu", "expert_all_to_all", "Plan", "plan"]
+__all__ = ["ZERO_STAGES", "bubble_fraction", "bubble_time", "microbatches_for_bubble", "dp_critical_batch",
+           "tp_critical_degree", "zero_collectives", "sync_volume", "state_bytes", "activation_bytes", "memory_per_gpu", "expert_all_to_all",
+           "Plan", "plan", "search"]
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -78,6 +79,26 @@ def bubble_time(compute_s, stages, microbatches, virtual_stages=1):
     return positive(compute_s, "compute_s") * (p - 1) / (v * m)
 
 
+def microbatches_for_bubble(stages, fraction, virtual_stages=1) -> int:
+    """The fewest micro-batches m that keep the bubble of ``stages`` stages at most ``fraction`` of the step.
+
+    From (p - 1)/(v m + p - 1) <= x:  m >= (p - 1)(1 - x) / (v x), rounded up.
+
+    >>> microbatches_for_bubble(16, 0.05)
+    285
+    """
+    p, v = _whole(stages, "stages"), _whole(virtual_stages, "virtual_stages")
+    x = float(positive(fraction, "fraction"))
+    if x >= 1:
+        raise InvalidValue(f"fraction is a share of the step, in (0, 1); got {fraction!r}.")
+    m = max(1, math.ceil((p - 1) * (1 - x) / (v * x)))
+    while m > 1 and bubble_fraction(p, m - 1, v) <= x:  # guard against rounding in the division
+        m -= 1
+    while bubble_fraction(p, m, v) > x:
+        m += 1
+    return m
+
+
 def dp_critical_batch(gpus, peak_flops, bandwidth, grad_bytes=2):
     """Tokens per GPU below which data parallelism's gradient all-reduce outlasts the backward pass.
 
@@ -95,6 +116,64 @@ def dp_critical_batch(gpus, peak_flops, bandwidth, grad_bytes=2):
     f = comms.volume("all-reduce", n)
     return f * positive(grad_bytes, "grad_bytes") * positive(peak_flops, "peak_flops") \
         / (training.BACKWARD_FLOPS_PER_PARAM_TOKEN * positive(bandwidth, "bandwidth"))
+
+
+def tp_critical_degree(d_ff, peak_flops, bandwidth):
+    """TP degree above which a layer's activation traffic outlasts its MLP matmuls: Y* = F W / C.
+
+    With Megatron's split, each of the Y GPUs does 4 B D F / Y FLOPs of MLP
+    matmuls in the forward pass (two matmuls of B D F multiply-adds, shared Y
+    ways) and moves 4 B D bytes (an all-gather and a reduce-scatter, or one
+    all-reduce, of the BF16 activations [B, D]) at W bytes/s: equal at
+    Y = F W / C, whatever B and D (the scaling book, training.md, "Tensor
+    Parallelism": F > Y C / W; gpus.md: "about F / 2200 within a node").
+
+    >>> from roofkit import hardware, links
+    >>> round(tp_critical_degree(28672, hardware.get("h100").peak("bf16"), links.get("nvlink4").bandwidth), 1)
+    13.0
+    """
+    return positive(d_ff, "d_ff") * positive(bandwidth, "bandwidth") / positive(peak_flops, "peak_flops")
+
+
+def zero_collectives(zero, microbatches=1) -> dict:
+    """The data-parallel collectives of one step, by ZeRO stage: {kind: (collective, calls)}.
+
+    Each call moves as many bytes as this GPU's gradients (the weights it
+    gathers are as many, also in 16 bits), among the ranks that hold the same
+    weights (Rajbhandari et al. 2020, section 7; the scaling book, training.md):
+
+        stage 0   'dp': all-reduce the gradients, once a step
+        1, 2      'dp': reduce-scatter the gradients; 'zero': all-gather the updated weights
+        3 (FSDP)  'dp': reduce-scatter the gradients of every micro-batch;
+                  'zero': all-gather the weights in the forward AND again in the backward of every micro-batch
+
+    >>> zero_collectives(3, microbatches=4)
+    {'dp': ('reduce-scatter', 4), 'zero': ('all-gather', 8)}
+    """
+    if zero not in ZERO_STAGES:
+        raise InvalidValue(f"zero must be one of {', '.join(map(str, ZERO_STAGES))}; got {zero!r}.")
+    m = _whole(microbatches, "microbatches")
+    if zero == 0:
+        return {"dp": ("all-reduce", 1)}
+    if zero in (1, 2):
+        return {"dp": ("reduce-scatter", 1), "zero": ("all-gather", 1)}
+    return {"dp": ("reduce-scatter", m), "zero": ("all-gather", 2 * m)}
+
+
+def sync_volume(zero, shards, microbatches=1):
+    """Bytes each GPU sends in one step's data-parallel traffic, per byte of its gradients.
+
+    The sum over :func:`zero_collectives` of calls x f(n) (:func:`roofkit.comms.volume`):
+    2(n - 1)/n for stages 0 to 2 (an all-reduce is a reduce-scatter and an
+    all-gather), 3m(n - 1)/n for stage 3 with m micro-batches.
+
+    >>> sync_volume(0, 8), sync_volume(1, 8), sync_volume(3, 8)
+    (1.75, 1.75, 2.625)
+    """
+    from . import comms
+
+    return sum(calls * comms.volume(collective, shards) for collective, calls in
+               zero_collectives(zero, microbatches).values())
 
 
 def state_bytes(params, shards=1, zero=0, weights="bf16", grads="bf16", master="fp32", moments="fp32") -> dict:
@@ -157,6 +236,8 @@ def memory_per_gpu(model, microbatch_tokens, tp=1, pp=1, shards=1, zero=0, micro
     from . import models
 
     M = models.get(model)
+    if M.moe or M.mla:
+        raise InvalidValue(f"{M.name}: a mixture of experts with latent attention is not modelled by parallel.")
     t, p = positive(tp, "tp"), positive(pp, "pp")
     states = state_bytes(M.params / (t * p), shards, zero)
     layers_here, in_flight = M.layers / p, min(p, positive(microbatches, "microbatches"))
@@ -254,6 +335,14 @@ class Plan:
     def tokens_per_s(self) -> float:
         return self.global_batch_tokens / self.step_time_s
 
+    @property
+    def layout(self) -> str:
+        """'TP 8 · PP 4 · DP 32 · ZeRO-1' (CP, ZeRO and interleaving only when used; '+ recompute' when on)."""
+        parts = [f"TP {self.tp}"] + ([f"CP {self.cp}"] if self.cp > 1 else []) + [f"PP {self.pp}", f"DP {self.dp}"]
+        parts += [f"ZeRO-{self.zero}"] if self.zero else []
+        text = " · ".join(parts) + (f" (v {self.virtual_stages})" if self.virtual_stages > 1 else "")
+        return text + (" + recompute" if self.recompute else "")
+
     def to_dict(self) -> dict:
         return asdict(self) | {"step_time_s": self.step_time_s, "mfu": self.mfu,
                                "communication_s": self.communication_s,
@@ -332,6 +421,8 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     from . import dtypes, hardware, models, training
 
     M = models.get(model)
+    if M.moe or M.mla:  # 6N with every expert counted, a dense MLP's activations: both wrong for these
+        raise InvalidValue(f"{M.name}: a mixture of experts with latent attention is not modelled by parallel.plan.")
     acc = hardware.get(hw)
     precision = dtypes.canonical(dtype)
     rate = acc.peak(precision, achievable=achievable)
@@ -405,15 +496,12 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     params_here = M.params / (t * p)
     grads = params_here * act
     if shards > 1:
-        backward_window = (1 - forward_share) * per_mb
-        if zero == 0:
-            add("dp", "all-reduce", grads, 1, shards, t, window=backward_window)
-        elif zero in (1, 2):
-            add("dp", "reduce-scatter", grads, 1, shards, t, window=backward_window)
-            add("zero", "all-gather", grads, 1, shards, t, window=forward_share * per_mb)
-        else:  # ZeRO-3: gather the weights forward and backward, reduce-scatter the gradients, every micro-batch
-            add("dp", "reduce-scatter", grads, m, shards, t)
-            add("zero", "all-gather", grads, 2 * m, shards, t)
+        # gradients hide behind the last micro-batch's backward, gathered weights behind the first forward;
+        # ZeRO-3's traffic, every micro-batch, is prefetched behind the whole step's compute (below)
+        windows = {"dp": (1 - forward_share) * per_mb, "zero": forward_share * per_mb}
+        for kind, (collective, calls) in zero_collectives(zero, m).items():
+            add(kind, collective, grads, calls, shards, t, window=None if zero == 3 else windows[kind])
+        if zero == 3:
             traffic = comm["dp"]["time_s"] + comm["zero"]["time_s"]
             hidden = min(traffic, compute) if overlap else 0.0  # prefetched behind the micro-batches' compute
             for kind in ("dp", "zero"):
@@ -441,3 +529,30 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
         result.warnings.append(f"{result.tokens_per_gpu:.0f} tokens per GPU is below the critical batch of "
                                f"{cb:.0f}: data-parallel communication outlasts the backward pass.")
     return result
+
+
+def search(model, hw, gpus, global_batch_tokens, seq, tp=(1, 2, 4, 8), pp=(1, 2, 4, 8, 16), zero=(0, 1, 2, 3),
+           recompute=(False, True), fits_only=True, **options) -> list:
+    """Every layout of the grid that :func:`plan` accepts (and, with ``fits_only``, that fits), fastest first.
+
+    The grid is every combination of ``tp``, ``pp``, ``zero`` and ``recompute``
+    (DP takes the remaining GPUs); ``options`` go to :func:`plan` as they are
+    (``cp``, ``inter``, ``achievable``, ...). Layouts roofkit cannot plan
+    (TP x PP not dividing the GPUs, a batch too small for DP) are skipped.
+    Ties in step time go to the layout with less memory per GPU.
+    """
+    from .errors import RoofkitError
+
+    found = []
+    for t in tp:
+        for p in pp:
+            for z in zero:
+                for r in recompute:
+                    try:
+                        found.append(plan(model, hw, gpus, global_batch_tokens, seq, tp=t, pp=p, zero=z,
+                                          recompute=r, **options))
+                    except RoofkitError:
+                        continue
+    if fits_only:
+        found = [x for x in found if x.fits is not False]
+    return sorted(found, key=lambda x: (x.step_time_s, x.memory_per_gpu_bytes))

@@ -184,6 +184,21 @@ def test_hierarchical_phases():
     assert h.to_dict()["gpus"] == 32
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+def test_hierarchical_latency_bound_size(overlap):
+    h = comms.hierarchical("all-reduce", 1e9, 8, 16, "hgx-h100", "ib-ndr", overlap=overlap)
+    assert h.latency_s == pytest.approx(sum(c.latency_s for _, c in h.phases))
+    assert h.latency_s + h.transfer_s == pytest.approx(h.time_s) and not h.latency_bound
+    star = h.latency_bound_below_bytes
+    at = comms.hierarchical("all-reduce", star, 8, 16, "hgx-h100", "ib-ndr", overlap=overlap)
+    assert at.latency_s == pytest.approx(at.transfer_s)  # the α terms equal the transfer at S*
+    assert comms.hierarchical("all-reduce", star / 2, 8, 16, "hgx-h100", "ib-ndr", overlap=overlap).latency_bound
+    assert {"latency_s", "transfer_s", "latency_bound_below_bytes"} <= set(h.to_dict())
+    # the phases' latencies add up: 7 + 30 + 7 hops, NVLink's and the network's
+    node, net = links.get("hgx-h100"), links.get("ib-ndr")
+    assert h.latency_s == pytest.approx(14 * node.latency + 30 * net.latency)
+
+
 def test_a_domain_holds_only_its_gpus():
     with pytest.raises(InvalidValue, match="hgx-h100 connects at most 8 GPUs; 16 GPUs need a scale-out link"):
         comms.all_reduce(1e9, 16, "hgx-h100")

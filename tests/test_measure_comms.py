@@ -203,6 +203,34 @@ def test_the_plot_shows_measurements_and_the_model(measured, tmp_path):
     gids = [line.get_gid() for line in ax.lines]
     assert gids.count("measured") == 2 and gids.count("model") == 2
     assert (tmp_path / "comms.png").stat().st_size > 10_000
+    for line, fit in zip([x for x in ax.lines if x.get_gid() == "model"], (measured.p2p, measured.all_reduce)):
+        S, t = line.get_data()  # the model line is T = steps·α + f·S/β of the fit, size by size
+        for size, seconds in list(zip(S, t))[::40]:
+            assert seconds == pytest.approx(comms.time(fit.collective, size, fit.gpus, fit.alpha_s,
+                                                       fit.bandwidth_bytes_per_s))
+
+
+class _Dead:
+    exitcode = 1
+
+
+class _Starting:
+    exitcode = None
+
+
+def test_a_worker_that_dies_before_it_starts_fails_at_once():
+    import multiprocessing
+    import time
+
+    parent, child = multiprocessing.Pipe()
+    started = time.monotonic()
+    with pytest.raises(mc.MeasurementFailed, match="exited with code 1 before it started"):
+        mc._poll(parent, 60, 0, _Dead())  # without the liveness check this waited the full 60 s
+    assert time.monotonic() - started < 5
+    with pytest.raises(mc.MeasurementFailed, match="did not start within 0.3 s"):
+        mc._poll(parent, 0.3, 1, _Starting())
+    child.send(4242)
+    assert mc._poll(parent, 1, 0, _Starting()) == 4242
 
 
 def test_bad_arguments():

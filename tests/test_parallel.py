@@ -326,3 +326,82 @@ def test_cli_comm_json(capsys):
 def test_cli_comm_bad_input(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+# --- helpers the lessons use: ZeRO's collectives, the bubble's micro-batches, TP's limit, the search ----------------
+
+def test_zero_collectives_are_what_the_plan_sends():
+    for zero in parallel.ZERO_STAGES:
+        plan = parallel.plan("llama-3-8b", "h100", 64, 64 * 8192 * 4, 8192, zero=zero)  # 4 micro-batches
+        sent = {kind: (c["collective"], c["calls"]) for kind, c in plan.communication.items()}
+        assert sent == parallel.zero_collectives(zero, plan.microbatches)
+    with pytest.raises(InvalidValue, match="zero must be one of"):
+        parallel.zero_collectives(5)
+
+
+@pytest.mark.parametrize("n", [2, 8, 64, 1024])
+def test_sync_volume_counts_ring_bytes(n):
+    # Rajbhandari et al. 2020, section 7: stages 1 and 2 move what data parallelism moves (2 Psi), stage 3 1.5x;
+    # the scaling book's table (training.md): DP 8DF per layer, FSDP 4DF + 8DF
+    ring = (n - 1) / n
+    assert parallel.sync_volume(0, n) == pytest.approx(2 * ring)
+    assert parallel.sync_volume(1, n) == parallel.sync_volume(2, n) == pytest.approx(parallel.sync_volume(0, n))
+    assert parallel.sync_volume(3, n) / parallel.sync_volume(0, n) == pytest.approx(12 / 8)
+    assert parallel.sync_volume(3, n, microbatches=4) == pytest.approx(4 * parallel.sync_volume(3, n))
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(2, 64), x=st.floats(0.005, 0.9), v=st.sampled_from([1, 2, 4]))
+def test_microbatches_for_bubble_is_the_smallest(p, x, v):
+    m = parallel.microbatches_for_bubble(p, x, v)
+    assert parallel.bubble_fraction(p, m, v) <= x
+    assert m == 1 or parallel.bubble_fraction(p, m - 1, v) > x
+
+
+def test_microbatches_for_bubble_by_hand_and_bad_input():
+    assert parallel.microbatches_for_bubble(16, 0.05) == 285  # 15 x 0.95 / 0.05
+    assert parallel.microbatches_for_bubble(1, 0.01) == 1  # no pipeline, no bubble
+    with pytest.raises(InvalidValue, match="fraction is a share of the step"):
+        parallel.microbatches_for_bubble(8, 1.5)
+    with pytest.raises(InvalidValue, match="stages must be a whole number"):
+        parallel.microbatches_for_bubble(2.5, 0.1)
+
+
+def test_tp_critical_degree_matches_the_scaling_book():
+    # gpus.md, "Tensor Parallelism": Y < F W / C, "about F / 2200" inside an H100 node (990e12 / 450e9)
+    h100, nvlink = hardware.get("h100"), links.get("nvlink4")
+    assert parallel.tp_critical_degree(28672, h100.peak("bf16"), nvlink.bandwidth) == pytest.approx(28672 / 2200,
+                                                                                                  rel=0.01)
+    # quiz 5: B200 "the critical intensity goes up to 2250e12 / 900e9 = 2500"
+    b200 = hardware.get("b200")
+    assert parallel.tp_critical_degree(2500, b200.peak("bf16"), links.get("nvlink5").bandwidth) == pytest.approx(1)
+    F, C, W = sympy.symbols("F C W", positive=True)
+    assert parallel.tp_critical_degree(F, C, W) == F * W / C
+
+
+def test_tp_past_the_critical_degree_spends_more_on_communication():
+    args = dict(model="llama-3-70b", hw="h100", gpus=1024, global_batch_tokens=4 * 2**20, seq=8192, pp=4, zero=1)
+    share = {t: (p := parallel.plan(**args, tp=t)).communication["tp"]["time_s"] / p.compute_s for t in (4, 8, 16)}
+    # the traffic per GPU per all-reduce stays, the compute per GPU halves: the ratio about doubles with t
+    assert share[8] == pytest.approx(2 * share[4], rel=0.3) and share[16] == pytest.approx(2 * share[8], rel=0.1)
+
+
+def test_search_returns_fitting_layouts_fastest_first():
+    found = parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=(4, 8), pp=(1, 4), zero=(0, 1, 3),
+                            recompute=(False,))
+    assert found and all(p.fits for p in found)
+    assert [p.step_time_s for p in found] == sorted(p.step_time_s for p in found)
+    assert not any(p.zero == 0 and p.pp == 1 for p in found)  # plain DP with TP 4 or 8 holds >80 GB
+    everything = parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=(4, 8), pp=(1, 4), zero=(0, 1, 3),
+                                 recompute=(False,), fits_only=False)
+    assert len(everything) == 12 and len(found) < 12
+    # a grid point roofkit cannot plan is skipped: TP 3 does not divide 256
+    assert parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=(3,), pp=(1,)) == []
+    best = found[0]
+    assert best == min(found, key=lambda p: p.step_time_s)
+
+
+def test_layout_names_the_split():
+    plan = parallel.plan("llama-3-70b", "h100", 512, 2**21, 4096, tp=8, pp=4, cp=2, zero=2, recompute=True)
+    assert plan.layout == "TP 8 · CP 2 · PP 4 · DP 8 · ZeRO-2 + recompute"
+    assert parallel.plan("llama-3-8b", "h100", 64, 64 * 8192, 8192).layout == "TP 1 · PP 1 · DP 64"

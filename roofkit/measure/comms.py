@@ -342,7 +342,8 @@ class CommsProfile:
                                    (self.all_reduce, "C3", f"all-reduce, {self.processes} ranks")):
             ax.plot(fit.sizes, fit.times, "o", color=colour, label=f"{label}: measured", gid="measured")
             S = np.geomspace(fit.sizes[0], fit.sizes[-1], 200)
-            model = [comms.time(fit.collective, s, fit.gpus, fit.alpha_s, fit.bandwidth_bytes_per_s) for s in S]
+            model = (comms.latency_term(fit.collective, fit.gpus, fit.alpha_s)  # T = steps·α + f·S/β, on an array
+                     + comms.volume(fit.collective, fit.gpus) * S / fit.bandwidth_bytes_per_s)
             ax.plot(S, model, "-", color=colour, lw=1.2, gid="model",
                     label=f"{label}: α = {fit.alpha_s * 1e6:.1f} µs, β = {fit.bandwidth_bytes_per_s / 1e9:.2f} GB/s")
         ax.set_xscale("log", base=2)
@@ -384,7 +385,7 @@ def measure_comms(quick: bool = False, processes: int = 2, backend: str = "auto"
     results = {}
     try:
         if name == "socket":
-            ports = [_poll(pipes[r][0], timeout_s, r) for r in range(processes)]
+            ports = [_poll(pipes[r][0], timeout_s, r, workers[r]) for r in range(processes)]
             for parent_end, _ in pipes:
                 parent_end.send(ports)
         deadline = time.monotonic() + timeout_s
@@ -422,9 +423,16 @@ def measure_comms(quick: bool = False, processes: int = 2, backend: str = "auto"
                         p2p=p2p, all_reduce=ar, elapsed_s=time.perf_counter() - started)
 
 
-def _poll(conn, timeout_s: float, rank: int):
-    if not conn.poll(timeout_s):
-        raise MeasurementFailed(f"measuring process {rank} did not start within {timeout_s:g} s.")
+def _poll(conn, timeout_s: float, rank: int, worker=None):
+    """What rank ``rank`` sends first (its port), or MeasurementFailed as soon as it has died or timed out."""
+    deadline = time.monotonic() + timeout_s
+    while not conn.poll(min(0.1, max(0.0, deadline - time.monotonic()))):
+        if worker is not None and worker.exitcode is not None:
+            raise MeasurementFailed(
+                f"measuring process {rank} exited with code {worker.exitcode} before it started (multiprocessing "
+                "starts each one by importing the main program: run from a script file or a notebook, not stdin).")
+        if time.monotonic() >= deadline:
+            raise MeasurementFailed(f"measuring process {rank} did not start within {timeout_s:g} s.")
     return conn.recv()
 
 

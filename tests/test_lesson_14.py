@@ -1,0 +1,244 @@
+"""Lesson 14 replays published numbers against its question keys and checks the lesson's claims.
+
+Oracles: nccl-tests' bandwidth conventions (doc/PERFORMANCE.md: algbw = S/t, busbw = algbw x 2(n-1)/n for an
+all-reduce); the JAX scaling book (Austin et al., "How to Scale Your Model", training.md and gpus.md: the
+critical batch C/W = 990e12/450e9 = 2200 inside an H100 node and 990e12/400e9 = 2475 across nodes, 2250e12/400e9
+= 5625 for B200; TP limited to F W / C; FSDP moving 12DF per layer where data parallelism moves 8DF; Llama 3 70B
+needing "at least 9 GPUs" for 10 bytes per parameter); the ZeRO paper's per-stage memory (Rajbhandari et al.
+2020); the pipeline bubble (p-1)/(m+p-1) (GPipe, Huang et al. 2019); and Llama 3's Table 4 (arXiv:2407.21783:
+BF16 MFU 43%, 41% and 38% on 8K and 16K H100s). Hand derivations use the catalog's figures as the lesson states
+them: NVLink 4 at 450 GB/s per direction, InfiniBand NDR at 50 GB/s, α 0.6 µs on NVLink.
+"""
+
+import itertools
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from roofkit import comms, hardware, models, parallel, quiz
+from roofkit.quiz import answer_key as key
+
+LESSON = Path(__file__).resolve().parent.parent / "lessons" / "14-many-gpus.md"
+H100 = hardware.get("h100")
+
+
+def judge(question_id, answer, **params):
+    question = quiz.get(question_id)
+    return quiz.judge(question.with_params(**params) if params else question, answer)
+
+
+# --- why one GPU is not enough ------------------------------------------------------------------------------
+
+def test_gpus_to_hold_the_training_states():
+    N = models.get("llama-3.1-405b").params
+    assert key("l14.gpus-to-hold") == math.ceil(16 * N / 80e9) == 82
+    assert judge("l14.gpus-to-hold", 81).correct is False  # rounding down leaves states without a GPU
+    # the scaling book's quick count for Llama 3 70B (gpus.md, quiz 5): 10 bytes per parameter, "at least 9"
+    assert judge("l14.gpus-to-hold", 9, model="llama-3-70b").misconception == "ten-bytes"
+    assert key("l14.gpus-to-hold", model="llama-3-70b") == 15
+    assert judge("l14.gpus-to-hold", 11).misconception == "weights-only"
+
+
+# --- collectives ---------------------------------------------------------------------------------------------
+
+def test_all_reduce_time_by_hand():
+    # 2(n-1) α + 2(n-1)/n S/β with n = 8, α = 0.6 µs, β = 450 GB/s (NVLink 4, one direction)
+    by_hand = (14 * 0.6e-6 + 1.75 * 2e9 / 450e9) * 1e3
+    assert key("l14.allreduce-time") == pytest.approx(by_hand)
+    assert judge("l14.allreduce-time", (14 * 0.6e-6 + 1.75 * 2e9 / 900e9) * 1e3).misconception == "both-directions"
+    assert judge("l14.allreduce-time", (14 * 0.6e-6 + 1.75 * 2e9 / 7.2e12) * 1e3).misconception == "aggregate"
+    assert judge("l14.allreduce-time", (14 * 0.6e-6 + 2e9 / 450e9) * 1e3).misconception == "no-ring-factor"
+    assert judge("l14.allreduce-time", "0.00779 s").correct
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    algbw = 2**30 / 5.2e-3
+    assert key("l14.busbw") == pytest.approx(algbw * 2 * 7 / 8)
+    assert judge("l14.busbw", f"{algbw * 1.75 / 1e9:.1f} GB/s").correct
+    assert judge("l14.busbw", algbw).misconception == "algbw"
+    assert judge("l14.busbw", 2 * algbw).misconception == "times-two"
+    assert judge("l14.busbw", 2**30 / 5.2e-3 * 1.75 * 1e6 / 2**20).misconception == "mib-as-mb"
+    assert judge("l14.busbw", algbw * 1.75 / 1e9).correct is False  # a bare number is in bytes/s
+
+
+def test_latency_bound_size_is_n_alpha_beta():
+    assert key("l14.latency-bound") == pytest.approx(8 * 0.6e-6 * 900e9)  # B200 node: NVLink 5, 900 GB/s
+    assert judge("l14.latency-bound", "4.32 MB").correct
+    assert judge("l14.latency-bound", 0.6e-6 * 900e9).misconception == "point-to-point"
+    assert judge("l14.latency-bound", 14 * 0.6e-6 * 900e9).misconception == "steps-only"
+
+
+def test_nvlink_against_a_network_port():
+    assert key("l14.nvlink-vs-nic") == pytest.approx(450 / 50)
+    assert judge("l14.nvlink-vs-nic", 900 / 400).misconception == "as-quoted"
+    assert judge("l14.nvlink-vs-nic", 450 / 400).misconception == "bits"
+    assert judge("l14.nvlink-vs-nic", 900 / 50).misconception == "both-directions"
+    assert key("l14.nvlink-vs-nic", hw="a100-sxm4-80gb", nic="ib-hdr") == pytest.approx(300 / 25)
+
+
+# --- data parallelism and ZeRO ----------------------------------------------------------------------------------
+
+def test_critical_batch_inside_a_node_matches_the_scaling_book():
+    # B200 (quiz 5): "the critical intensity goes up to 2250e12 / 900e9 = 2500"; 8 GPUs keep 2(n-1)/n = 7/4 of 2
+    assert key("l14.dp-critical-batch") == pytest.approx(2500 * 7 / 8)
+    assert judge("l14.dp-critical-batch", 2500).misconception == "many-gpus-limit"
+    # H100: "per-GPU token batch size > 990e12 / 450e9 = 2200" (the limit of many GPUs)
+    assert key("l14.dp-critical-batch", hw="h100") * 8 / 7 == pytest.approx(2200, rel=0.005)
+    assert judge("l14.dp-critical-batch", 2500 * 7 / 8 * 6 / 4).correct is False
+    assert judge("l14.dp-critical-batch", 2500 * 7 / 8 * 4 / 6).misconception == "six-n"
+
+
+@pytest.mark.parametrize("hw, book", [("h100", 990e12 / 400e9), ("b200", 2250e12 / 400e9)])
+def test_critical_batch_across_nodes_matches_the_scaling_book(hw, book):
+    # "Within an SU or at the spine level, BS > 990e12 / 400e9 = 2475"; B200: 5625 (quiz 5). The book leaves out
+    # the ring's (m - 1)/m and rounds the H100's 989 TFLOP/s to 990.
+    assert key("l14.ex-critical-batch-nodes", hw=hw, nodes=128) == pytest.approx(book * 127 / 128, rel=0.002)
+    assert judge("l14.ex-critical-batch-nodes", book * 127 / 128 * 8, hw=hw).misconception == "one-port"
+
+
+def test_zero_memory_per_gpu():
+    N = models.get("llama-3-70b").params / 16  # TP 8 x PP 2
+    assert key("l14.memory-per-gpu") == pytest.approx(N * (2 + 2 + 12 / 64))  # ZeRO-1: optimizer states sharded
+    assert key("l14.memory-per-gpu", zero=2) == pytest.approx(N * (2 + 14 / 64))
+    assert judge("l14.memory-per-gpu", N * 16 / 64).misconception == "shards-everything"
+    assert judge("l14.memory-per-gpu", N * 16).misconception == "no-zero"
+
+
+def test_zero3_sends_half_as_much_again_per_micro_batch():
+    # the scaling book's table (training.md): DP 8DF per layer forward + backward, FSDP 4DF + 8DF
+    assert key("l14.zero3-traffic", microbatches=1) == pytest.approx(12 / 8)
+    assert key("l14.zero3-traffic") == pytest.approx(6 * 12 / 8)
+    assert judge("l14.zero3-traffic", 6).misconception == "forward-only"
+    assert judge("l14.zero3-traffic", 1.5).misconception == "per-step"
+
+
+# --- tensor and pipeline parallelism ---------------------------------------------------------------------------
+
+def test_tp_limit_is_f_w_over_c():
+    assert key("l14.tp-critical-degree") == pytest.approx(53248 * 450e9 / 989e12)
+    # the scaling book: "about F / 2200" inside an H100 node; Llama 3 70B lands between 8 and 16
+    seventy = key("l14.tp-critical-degree", model="llama-2-13b") * 28672 / 13824
+    assert seventy == pytest.approx(28672 / 2200, rel=0.01) and 8 < seventy < 16
+    assert judge("l14.tp-critical-degree", 16384 * 450e9 / 989e12).misconception == "d-model"
+
+
+def test_bubble_and_micro_batches():
+    assert key("l14.microbatches-for-bubble") == 285
+    assert parallel.bubble_fraction(16, 285) <= 0.05 < parallel.bubble_fraction(16, 284)
+    assert judge("l14.microbatches-for-bubble", 300).misconception == "share-of-compute"
+    assert judge("l14.microbatches-for-bubble", 284).correct is False
+
+
+def test_pipeline_mfu_counts_the_bubble():
+    bubble = 3.6 * 7 / 24  # (p - 1)/m of the compute
+    assert key("l14.pipeline-mfu") == pytest.approx(3.6 / (3.6 + 0.4 + bubble))
+    assert judge("l14.pipeline-mfu", 3.6 / 4.0).misconception == "bubble-ignored"
+    assert judge("l14.pipeline-mfu", "71.3%").correct
+
+
+def test_the_layout_exercise():
+    assert key("l14.ex-layout") == "C"  # TP 8, PP 4, ZeRO-1: fits and is fastest of those that fit
+    assert judge("l14.ex-layout", "A").misconception == "ignored-memory"  # the fastest does not fit
+    assert judge("l14.ex-layout", "B").misconception == "least-memory"
+
+
+def test_fit_through_two_points():
+    assert key("l14.ex-fit-beta") == pytest.approx((2**20 - 8) / 21e-6)
+    assert judge("l14.ex-fit-beta", 2**20 / 25e-6).misconception == "ignored-alpha"
+
+
+# --- class variants --------------------------------------------------------------------------------------------
+
+def _combinations(question):
+    names = sorted(question.variants)
+    combos = [dict(zip(names, values)) for values in itertools.product(*(question.variants[n] for n in names))]
+    return [c for c in combos if any(question.params[n] != v for n, v in c.items())]
+
+
+@pytest.mark.parametrize("question", quiz.questions("14"), ids=lambda q: q.id)
+def test_every_variant_is_a_valid_question(question):
+    assert question.variants, f"{question.id} has no class variants"
+    default = question.answer_key()
+    combos = _combinations(question)
+    for params in random.Random(question.id).sample(combos, min(60, len(combos))):
+        asked = question.with_params(**params)
+        where = f"{question.id} {params}"
+        assert "{" not in asked.text(), where
+        k = asked.answer_key()
+        if question.kind == "choice":
+            assert k in question.choices, where
+        else:
+            assert math.isfinite(float(k)), where
+            assert not math.isclose(float(k), float(default), rel_tol=max(question.rtol, 1e-9)), where
+            if question.rtol == 0:
+                assert float(k).is_integer(), where
+        assert quiz.judge(asked, k).correct, where
+        for m in question.misconceptions:
+            value = m.value(asked)
+            if value is None:
+                continue
+            verdict = quiz.judge(asked, value)
+            assert verdict.correct is False and verdict.misconception == m.name, (where, m.name)
+
+
+# --- the lesson's claims ------------------------------------------------------------------------------------------
+
+LLAMA3_TABLE_4 = [(8192, 8, 1, 16, 64, 8192, 0.43), (16384, 8, 1, 16, 128, 8192, 0.41),
+                  (16384, 8, 16, 16, 8, 131072, 0.38)]
+
+
+def _llama3(gpus, tp, cp, pp, dp, seq, **options):
+    return parallel.plan("llama-3.1-405b", "h100", gpus, 16 * 2**20, seq, tp=tp, cp=cp, pp=pp, dp=dp, zero=1,
+                         inter="ethernet-400g", **options)
+
+
+@pytest.mark.parametrize("gpus, tp, cp, pp, dp, seq, reported", LLAMA3_TABLE_4)
+def test_the_405b_layouts_land_within_a_few_points_of_meta(gpus, tp, cp, pp, dp, seq, reported):
+    plan = _llama3(gpus, tp, cp, pp, dp, seq, achievable=True)
+    assert plan.mfu == pytest.approx(reported, abs=0.07)
+    assert plan.memory_per_gpu_bytes == pytest.approx(H100.memory_bytes, rel=0.01)  # "at the edge of 80 GB"
+
+
+def test_mfu_falls_from_8k_to_16k_gpus_through_the_bubble():
+    small, large = (_llama3(*row[:6], achievable=True) for row in LLAMA3_TABLE_4[:2])
+    assert small.mfu > large.mfu and large.microbatches == small.microbatches // 2
+    assert large.bubble_s / large.step_time_s > small.bubble_s / small.step_time_s
+    # interleaving (left out of the comparison) would shrink the bubble and raise the MFU
+    assert _llama3(*LLAMA3_TABLE_4[1][:6], achievable=True, virtual_stages=2).mfu > large.mfu
+
+
+def test_at_a_fixed_batch_70b_mfu_falls_as_the_run_grows():
+    grid = dict(tp=(2, 4, 8), pp=(1, 2, 4, 8), zero=(1, 2, 3), recompute=(False, True), achievable=True)
+    best = [parallel.search("llama-3-70b", "h100", g, 4 * 2**20, 8192, **grid)[0] for g in (1024, 4096, 16384)]
+    mfus = [p.mfu for p in best]
+    assert mfus == sorted(mfus, reverse=True) and mfus[0] > 2 * mfus[-1]
+    assert best[-1].tokens_per_gpu == 256 < best[-1].critical_batch_tokens_per_gpu * 4
+
+
+def test_tp_across_two_nodes():
+    act = 8192 * models.get("llama-3-70b").d_model * 2
+    inside = comms.all_reduce(act, 8, "hgx-h100").time_s
+    two_level = comms.hierarchical("all-reduce", act, 8, 2, "hgx-h100", "ib-ndr").time_s
+    flat = comms.all_reduce(act, 16, "ib-ndr").time_s
+    assert two_level == pytest.approx(inside, rel=0.05)  # "as long per all-reduce as TP 8"
+    assert 8 < flat / inside < 12  # "about ten times longer"
+
+
+def test_the_worked_problem_picks_zero1_over_the_pipeline():
+    zero1, piped = (parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8, pp=p, zero=1) for p in (1, 4))
+    assert zero1.fits and piped.fits and zero1.step_time_s < piped.step_time_s
+    assert not parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8).fits
+    assert parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192)[0].tp == 4
+
+
+def test_the_lesson_cites_its_sources_and_keeps_machine_numbers_out_of_compared_cells():
+    text = LESSON.read_text(encoding="utf-8")
+    for source in ("arXiv:2407.21783", "Table 4", "jax-ml.github.io/scaling-book/training",
+                   "jax-ml.github.io/scaling-book/gpus", "nccl-tests", "arXiv:1910.02054", "arXiv:1909.08053"):
+        assert source in text, source
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
+    measuring = [c for c in cells if "measure_comms(" in c or "alpha *" in c]
+    assert measuring and all(c.startswith("# NBVAL_IGNORE_OUTPUT") for c in measuring)
