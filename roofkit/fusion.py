@@ -8,6 +8,10 @@ The FLOPs do not change; the bytes shrink, so the intensity rises by the same
 factor, and k - 1 kernel launches disappear (Horace He, "Making Deep Learning
 Go Brrrr From First Principles", 2022).
 
+FlashAttention fuses a whole attention into one kernel. Its softmax cannot see a
+row of scores at once, so it runs online, block by block, keeping a running
+maximum and a running sum (:func:`online_softmax`; Milakov & Gimelshein 2018).
+
 Amdahl's law (Amdahl 1967) says what a faster part is worth to the whole::
 
     S = 1 / ((1 - p) + p / s)
@@ -37,7 +41,7 @@ from .units import nonnegative, positive, size
 __all__ = [
     "DEFAULT_LAUNCH_OVERHEAD_S", "Op", "OPS", "ChainCost", "chain", "mlp_block",
     "DECODER_LAYER_KERNELS", "FUSED_DECODER_LAYER_KERNELS", "fusion_groups",
-    "amdahl", "amdahl_time_saved",
+    "OnlineSoftmax", "online_softmax", "amdahl", "amdahl_time_saved",
 ]
 
 # A rule of thumb, not a datasheet figure: a common claim is "~5-10 µs per kernel launch"
@@ -266,6 +270,77 @@ FUSED_DECODER_LAYER_KERNELS: tuple[str, ...] = tuple(_GROUPS)
 def fusion_groups() -> dict[str, tuple[str, ...]]:
     """Fused kernel -> the unfused kernels of :data:`DECODER_LAYER_KERNELS` it replaces."""
     return dict(_GROUPS)
+
+
+# --- the online softmax (FlashAttention's inner loop) -----------------------------------
+
+
+@dataclass(frozen=True)
+class OnlineSoftmax:
+    """softmax of a row computed block by block, and the running state after each block.
+
+    ``maxima[j]`` and ``sums[j]`` are m and l after block j; ``output`` is the
+    probability-weighted sum of ``values`` (what attention's P V computes for the
+    row), or None without values.
+    """
+
+    probabilities: object  # numpy array, the row's softmax
+    maxima: tuple[float, ...]
+    sums: tuple[float, ...]
+    block: int
+    output: object = None
+
+
+def online_softmax(scores, block, values=None) -> OnlineSoftmax:
+    """softmax(scores) in one pass over blocks of ``block`` scores, keeping only a running max and sum.
+
+    Milakov & Gimelshein 2018 ("Online normalizer calculation for softmax",
+    arXiv:1805.02867); FlashAttention runs it on every row of a tile of scores,
+    rescaling its output accumulator the same way (Dao et al. 2022, Section 3.1)::
+
+        m_j = max(m_{j-1}, max of block j)                          running maximum
+        l_j = l_{j-1} e^(m_{j-1} - m_j) + sum_block e^(x - m_j)      running sum, rescaled to the new maximum
+        o_j = o_{j-1} e^(m_{j-1} - m_j) + sum_block e^(x - m_j) v    running output (with values)
+
+    and at the end softmax(x)_i = e^(x_i - m) / l and the attention output is o / l.
+    Subtracting the running maximum keeps every exponent <= 0, so nothing overflows.
+
+    >>> r = online_softmax([1.0, 3.0, 2.0, 5.0], block=2)
+    >>> r.maxima, [round(l, 4) for l in r.sums]
+    ((3.0, 5.0), [1.1353, 1.2034])
+    """
+    import numpy as np
+
+    def numbers(value):
+        try:
+            return np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    x = numbers(scores)
+    if x is None or x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+        raise InvalidValue(f"online_softmax needs a non-empty row of finite scores; got {scores!r}.")
+    width = positive(block, "block")
+    if isinstance(width, bool) or not float(width).is_integer():
+        raise InvalidValue(f"block must be a whole number of scores (at least 1); got {block!r}.")
+    width = int(width)
+    v = None if values is None else numbers(values)
+    if values is not None and (v is None or v.ndim < 1 or v.shape[0] != x.size or not np.all(np.isfinite(v))):
+        raise InvalidValue(f"values must have one finite row per score ({x.size} rows); got {values!r}.")
+    m, l, o = -np.inf, 0.0, None if v is None else np.zeros(v.shape[1:])
+    maxima, sums = [], []
+    for start in range(0, x.size, width):
+        chunk = x[start:start + width]
+        m_new = max(m, float(chunk.max()))
+        rescale = math.exp(m - m_new) if math.isfinite(m) else 0.0
+        weights = np.exp(chunk - m_new)
+        l = l * rescale + float(weights.sum())
+        if v is not None:
+            o = o * rescale + weights @ v[start:start + width]
+        m = m_new
+        maxima.append(m)
+        sums.append(l)
+    return OnlineSoftmax(np.exp(x - m) / l, tuple(maxima), tuple(sums), width, None if o is None else o / l)
 
 
 # --- Amdahl's law ----------------------------------------------------------------------

@@ -17,14 +17,21 @@ Utilization (PaLM, Appendix B) divides FLOP/s achieved by the peak::
     U = F / (t * G * P)      F FLOPs in t seconds on G accelerators of peak P FLOP/s
 
 MFU counts only the model's FLOPs (6ND, or the PaLM count); HFU counts every FLOP
-the hardware executed, including activation recomputation and padding, so
-HFU >= MFU. PaLM 540B reported 46.2% MFU and 57.8% HFU.
+the hardware executed, including activation recomputation and padding. HFU >= MFU
+when both count attention the same way; a causal attention kernel executes only
+about half of the attention FLOPs that PaLM's 12·L·H·Q·T counts, so without much
+recomputation HFU can come out below an MFU counted with it
+(``flops_per_token(..., causal=True)`` counts what such a kernel executes).
+PaLM 540B reported 46.2% MFU and 57.8% HFU.
 
-How high can MFU be? Well-tuned large runs report about 35-55% MFU. Tables that
-call 55-65% "excellent" usually quote HFU (PaLM's 57.8%), or measure against a
-different peak (an FP8 run divided by the BF16 peak looks twice as good). A
-reported MFU above :data:`MFU_SUSPICIOUS` is therefore more often a counting bug
-than a record, and one above 100% is always a bug: see :func:`mfu_verdict`.
+How high can MFU be? The best published large dense runs: Megatron-LM 56.0% MFU
+(530B) and 56.3% (1T) on A100s, HFU 57.0% (Korthikanti et al. 2022,
+arXiv:2205.05198, Table 5); PaLM 540B 46.2% on TPU v4; Llama 3 405B 38-43% on
+H100s (Llama 3 paper, arXiv:2407.21783, Table 4). A chip with a higher ridge is
+harder to keep fed, so newer chips tend to report less. A reported MFU above
+:data:`MFU_SUSPICIOUS` deserves a check of its inputs (an HFU, a peak of another
+precision, 6N counted with embeddings), and one above 100% is always a bug: see
+:func:`mfu_verdict`.
 
 Turning compute into time and money (GPU-hours at an assumed MFU)::
 
@@ -54,7 +61,7 @@ from .units import fraction, positive, size
 __all__ = [
     "FORWARD_FLOPS_PER_PARAM_TOKEN", "BACKWARD_FLOPS_PER_PARAM_TOKEN", "FLOPS_PER_PARAM_TOKEN",
     "MFU_SUSPICIOUS", "MFU_TYPICAL",
-    "training_flops", "forward_backward", "recompute_flops", "flops_per_token",
+    "training_flops", "forward_backward", "recompute_flops", "recomputed_forwards", "flops_per_token",
     "utilization", "hfu", "mfu", "mfu_from_throughput", "padding_efficiency",
     "Verdict", "mfu_verdict", "mfu_report",
     "gpu_hours", "wall_clock_hours", "cost_usd", "gpus_for_deadline", "implied_mfu", "params_for_mfu",
@@ -66,9 +73,11 @@ FORWARD_FLOPS_PER_PARAM_TOKEN = 2   # one multiply-add per parameter per token
 BACKWARD_FLOPS_PER_PARAM_TOKEN = 4  # two: grad wrt the layer's input, grad wrt its weights
 FLOPS_PER_PARAM_TOKEN = FORWARD_FLOPS_PER_PARAM_TOKEN + BACKWARD_FLOPS_PER_PARAM_TOKEN  # the 6 of 6ND
 
-# Above this, a reported MFU is probably a counting bug, or HFU, or a different peak.
+# Above this, a reported MFU deserves a check: more often a counting slip, an HFU or another
+# precision's peak than a record (the best published: 56.3%, Megatron-LM 1T on A100s).
 MFU_SUSPICIOUS = 0.6
-# What well-tuned large dense runs report (PaLM 540B: 46.2%; strong Megatron runs: 40s to low 50s).
+# What well-tuned large dense runs report: Llama 3 405B on H100s 38-43%, PaLM 540B 46.2%,
+# Megatron-LM on A100s 41.5% (22B) to 56.3% (1T) (Korthikanti et al. 2022, Table 5).
 MFU_TYPICAL = (0.35, 0.55)
 
 _SECONDS_PER_HOUR = 3600
@@ -87,6 +96,12 @@ def _arg(value, name: str, check=size):
     except OverflowError:  # a Python int beyond float range (units cannot compare it either)
         digits = len(str(value))
         raise InvalidValue(f"{name} is too large for floating point: an integer of {digits} digits.") from None
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidValue(f"{name} must be True or False; got {value!r}.")
+    return bool(value)
 
 
 def _finite(value, what: str):
@@ -123,26 +138,73 @@ def forward_backward(params, tokens) -> tuple[float, float]:
 
 
 def recompute_flops(params, tokens) -> float:
-    """8ND: FLOPs executed with full activation recomputation (checkpointing).
+    """8ND: FLOPs executed with full activation recomputation, checkpointing every layer.
 
-    The backward pass first reruns the forward to rebuild the activations it
-    did not store, so the hardware does 2ND + 2ND + 4ND. This is what HFU
-    counts; MFU still counts 6ND (PaLM, Appendix B).
+    The forward pass keeps each layer's input; the backward pass reruns each
+    layer's forward once to rebuild what it did not store, so the hardware does
+    2ND + 2ND + 4ND (Megatron-LM's "full" recomputation; Korthikanti et al. 2022).
+    This is what HFU counts; MFU still counts 6ND (PaLM, Appendix B). Keeping
+    fewer checkpoints costs more: see :func:`recomputed_forwards`.
     """
     N, D = _arg(params, "params"), _arg(tokens, "tokens")
     per = 2 * FORWARD_FLOPS_PER_PARAM_TOKEN + BACKWARD_FLOPS_PER_PARAM_TOKEN
     return _finite(per * N * D, "recompute FLOPs")
 
 
-def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=None) -> float:
+def recomputed_forwards(n_layers, keep_every=1) -> float:
+    """Extra forward passes (in units of one whole forward) that activation checkpointing costs.
+
+    The forward pass keeps the input of every ``keep_every``-th layer and nothing
+    else; the backward pass, layer by layer from the top, rebuilds the activations
+    of the layer it is at by rerunning the forward from the nearest kept input, and
+    keeps nothing it recomputes. In a segment of k layers, the layer j above the
+    kept input costs j layer forwards, k (k + 1) / 2 in all::
+
+        extra forwards = sum over segments of k (k + 1) / 2, divided by L       [(k + 1) / 2 when k divides L]
+
+    ``keep_every=1`` (every layer's input kept) is one extra forward: 8ND in all
+    (:func:`recompute_flops`). Keeping only the model's input (``keep_every=L``)
+    costs (L + 1) / 2 forwards: recomputation grows with depth. Chen et al. 2016
+    ("Training Deep Nets with Sublinear Memory Cost", arXiv:1604.06174) keep every
+    sqrt(L)-th input and hold a segment's rebuilt activations while its backward
+    runs, which costs one extra forward; this function counts the scheme that holds
+    nothing.
+
+    >>> recomputed_forwards(32), recomputed_forwards(17, keep_every=17)
+    (1.0, 9.0)
+    """
+    L, k = _whole(n_layers, "n_layers"), _whole(keep_every, "keep_every")
+    if k > L:
+        raise InvalidValue(f"keep_every={k} is more than n_layers={L}: keep at least the model's input "
+                           f"(keep_every <= n_layers).")
+    segments, rest = divmod(L, k)
+    layer_forwards = segments * k * (k + 1) // 2 + rest * (rest + 1) // 2
+    return layer_forwards / L
+
+
+def _whole(value, name: str) -> int:
+    """A positive whole number (layers, a count), as an int."""
+    value = positive(value, name)
+    if isinstance(value, bool) or not float(value).is_integer():
+        raise InvalidValue(f"{name} must be a whole number of at least 1; got {value!r}.")
+    return int(value)
+
+
+def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=None, causal=False) -> float:
     """Training FLOPs per token: 6N, plus 12·L·H·Q·T for attention when its shape is given.
 
     L layers, H heads, Q head dimension, T sequence length (PaLM, Chowdhery et
     al. 2022, Appendix B; nanoGPT's ``estimate_mfu`` uses the same count). The
     attention term is the QK^T and AV matmuls, forward and backward, which
     have no parameters and so are missing from 6N. Give all four or none.
+
+    PaLM's term counts every score of the T x T matrix. ``causal=True`` counts
+    only those under the causal mask, T (T + 1) / 2 of them
+    (:func:`roofkit.formulas.attention_pairs`), which is what a causal attention
+    kernel executes: 12·L·H·Q·(T + 1)/2, about half.
     """
     N = _arg(params, "params")
+    causal = _flag(causal, "causal")
     shape = {"n_layers": n_layers, "n_heads": n_heads, "head_dim": head_dim, "seq_len": seq_len}
     given = [k for k, v in shape.items() if v is not None]
     if not given:
@@ -154,6 +216,11 @@ def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=
             f"got {', '.join(given)} but not {', '.join(missing)}."
         )
     L, H, Q, T = (_arg(v, k) for k, v in shape.items())
+    if causal:
+        from .formulas import attention_pairs
+
+        return _finite(FLOPS_PER_PARAM_TOKEN * N + 12 * L * H * Q * attention_pairs(T, causal=True) / T,
+                       "FLOPs per token")
     return _finite(FLOPS_PER_PARAM_TOKEN * N + 12 * L * H * Q * T, "FLOPs per token")
 
 

@@ -240,14 +240,50 @@ anything = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_na
                      st.lists(st.sampled_from(sorted(OPS) + ["nope", 3]), max_size=3))
 
 
+# --- the online softmax ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block", [1, 3, 8, 64, 1000])
+def test_online_softmax_is_the_softmax_and_attention_output(block):
+    import numpy as np
+
+    rng = np.random.default_rng(block)
+    x, v = 20 * rng.normal(size=64), rng.normal(size=(64, 5))
+    p = np.exp(x - x.max()) / np.exp(x - x.max()).sum()  # the two-pass softmax, as the oracle
+    r = fusion.online_softmax(x, block, v)
+    assert np.allclose(r.probabilities, p, rtol=1e-12, atol=0)
+    assert np.allclose(r.output, p @ v, rtol=1e-12, atol=1e-15)
+    assert len(r.maxima) == len(r.sums) == math.ceil(64 / block)
+    assert list(r.maxima) == sorted(r.maxima) and r.maxima[-1] == x.max()  # the running max only grows
+    assert r.sums[-1] == pytest.approx(np.exp(x - x.max()).sum())
+
+
+def test_online_softmax_never_overflows():
+    import numpy as np
+
+    r = fusion.online_softmax([1000.0, 1001.0, 999.0], block=1)  # np.exp(1000) alone is inf
+    assert np.all(np.isfinite(r.probabilities)) and r.probabilities.sum() == pytest.approx(1)
+
+
+@pytest.mark.parametrize("args, message", [(([], 2), r"^online_softmax needs"), (([1.0, float("nan")], 1), "finite"),
+                                            (([1.0, 2.0], 0), r"^block must be"), (([1.0, 2.0], 1.5), "whole number"),
+                                            (([1.0, 2.0], 1, [[1.0]]), r"^values must have one finite row")])
+def test_online_softmax_bad_input(args, message):
+    with pytest.raises(InvalidValue, match=message):
+        fusion.online_softmax(*args)
+
+
 @settings(max_examples=300, deadline=None)
-@given(which=st.sampled_from(["chain", "mlp_block", "amdahl", "amdahl_time_saved", "time"]), data=st.data())
+@given(which=st.sampled_from(["chain", "mlp_block", "amdahl", "amdahl_time_saved", "time", "online_softmax"]),
+       data=st.data())
 def test_random_inputs_raise_only_roofkit_errors(which, data):
     try:
         if which == "chain":
             fusion.chain(*data.draw(st.tuples(anything, anything, anything)))
         elif which == "mlp_block":
             fusion.mlp_block(*data.draw(st.tuples(anything, anything, anything, anything)))
+        elif which == "online_softmax":
+            fusion.online_softmax(*data.draw(st.tuples(anything, anything, anything)))
         elif which == "time":
             fusion.chain(["gelu"], 1024).time(*data.draw(st.tuples(anything, anything, anything)))
         else:

@@ -1,5 +1,7 @@
 """Lesson 08 (the 6ND rule, training cost): published numbers replayed against the bank's keys."""
 
+import math
+
 import pytest
 import sympy
 
@@ -45,15 +47,20 @@ def test_seed_000_worked_estimate():
     assert run.gpu_hours == pytest.approx(4.4e6, rel=0.01)
     assert run.wall_clock_hours == pytest.approx(540, rel=0.005)
     assert run.cost_usd == pytest.approx(8.8e6, rel=0.01)  # at the assumed $2/GPU-hour
-    assert key("l08.days-70b") == pytest.approx(22.5, rel=0.005)
+    assert run.wall_clock_days == pytest.approx(22.5, rel=0.005)
+    assert key("l08.days-70b", mfu=0.4, gpus=8192) == pytest.approx(22.5, rel=0.005)
+    # the question asks for another run than the worked one: 45% MFU on 6,144 GPUs
+    assert key("l08.days-70b") == pytest.approx(6.3e24 / (0.45 * 989e12 * 3600) / 6144 / 24, rel=1e-3)
+    assert key("l08.days-70b") != pytest.approx(22.5, rel=0.05)
 
 
 def test_wall_clock_misconceptions():
-    assert wrong("l08.days-70b", 540) == "hours-not-days"
-    assert quiz.judge(quiz.get("l08.days-70b"), "540 hour").correct is True  # with its unit, hours are fine
-    assert wrong("l08.days-70b", 4.42e6 / 24) == "gpu-hours-as-wall-clock"
-    assert wrong("l08.days-70b", 22.5 / 2) == "sparse-peak"
-    assert wrong("l08.days-70b", 22.5 * 0.4) == "full-mfu"
+    days = key("l08.days-70b")
+    assert wrong("l08.days-70b", 24 * days) == "hours-not-days"
+    assert quiz.judge(quiz.get("l08.days-70b"), f"{24 * days:.4g} hour").correct is True  # with its unit, hours are fine
+    assert wrong("l08.days-70b", 6144 * days) == "gpu-hours-as-wall-clock"
+    assert wrong("l08.days-70b", days / 2) == "sparse-peak"
+    assert wrong("l08.days-70b", days * 0.45) == "full-mfu"
 
 
 def test_calculator_question_b200_fp8():
@@ -70,11 +77,16 @@ def test_seed_000_practice_problem_2():
     flops = training.training_flops(400e9, 8e12)
     assert flops == pytest.approx(1.92e25)
     assert training.gpu_hours(flops, H100.peak("fp8"), 0.35) == pytest.approx(7.7e6, rel=0.01)
-    assert key("l08.gpus-30-days") == pytest.approx(10_700, rel=0.01)  # "about 10,700 GPUs"
+    worked = key("l08.gpus-30-days", mfu=0.35, days=30)
+    assert worked == 10_695  # "about 10,700 GPUs"
     assert training.gpu_hours(flops, H100.peak("bf16"), 0.35) == pytest.approx(1.54e7, rel=0.01)
-    assert key("l08.gpus-30-days", dtype="bf16") == pytest.approx(21_000, rel=0.02)  # "~21,000 GPUs"
-    assert wrong("l08.gpus-30-days", 21_400) == "bf16-peak"
-    assert wrong("l08.gpus-30-days", 10_695 * 24) == "days-as-hours"
+    assert key("l08.gpus-30-days", dtype="bf16", mfu=0.35, days=30) == pytest.approx(21_000, rel=0.02)  # "~21,000"
+    # the question: 40% MFU, 45 days (not the worked problem's numbers): ceil(1.92e25 / (0.4 x 1979e12 x 3600) / 1080)
+    assert key("l08.gpus-30-days") == math.ceil(1.92e25 / (0.4 * 1979e12 * 3600) / (45 * 24))
+    assert key("l08.gpus-30-days") == 6239
+    assert wrong("l08.gpus-30-days", 6238) is None  # a neighbour is wrong, with no misconception named
+    assert wrong("l08.gpus-30-days", key("l08.gpus-30-days", dtype="bf16")) == "bf16-peak"
+    assert wrong("l08.gpus-30-days", 6239 * 24) == "days-as-hours"
 
 
 # --- backing out public runs -----------------------------------------------------------------
@@ -90,16 +102,21 @@ def test_llama3_70b_is_not_quite_the_ballpark():
 
 
 def test_deepseek_v3_depends_on_the_peak():
-    # DeepSeek-V3 report: 2.788M H800 GPU-hours, 14.8T tokens, 37B activated parameters
-    def implied(peak):
-        return training.implied_mfu(37e9, 14.8e12, 2.788e6, peak)
+    # DeepSeek-V3 report, table 1: 2,664K H800 GPU-hours of pre-training on 14.8T tokens, 119K of context
+    # extension, 5K of post-training, 2,788K in all; 37B activated parameters
+    assert 2.664e6 + 0.119e6 + 0.005e6 == pytest.approx(2.788e6)
+    assert 2.664e6 / 14.8 == pytest.approx(180e3)  # the report's 180K GPU-hours per trillion tokens
 
-    assert implied(H100.peak("bf16")) == pytest.approx(0.33, abs=0.005)
-    assert implied(H100.peak("fp8")) == pytest.approx(0.165, abs=0.002)
-    # the scaling-book divides by 1.513e15 (an FP8 figure of a PCIe-class spec sheet) and quotes about 21.7%
-    assert implied(1.513e15) == pytest.approx(0.217, abs=0.002)
+    def implied(peak, hours=2.664e6):
+        return training.implied_mfu(37e9, 14.8e12, hours, peak)
+
+    assert implied(H100.peak("bf16")) == pytest.approx(0.346, abs=0.001)
+    assert implied(H100.peak("fp8")) == pytest.approx(0.173, abs=0.001)
+    assert implied(hardware.get("h100 pcie").peak("fp8")) == pytest.approx(0.226, abs=0.001)
+    # How To Scale Your Model (question 7) divides by all 2.79M hours and 1.513e15 (a PCIe-class FP8 figure): 21.7%
+    assert implied(1.513e15, hours=2.79e6) == pytest.approx(0.217, abs=0.002)
     assert hardware.get("h100 pcie").peak("fp8") == pytest.approx(1.513e15)
-    assert training.implied_mfu(671e9, 14.8e12, 2.788e6, H100.peak("bf16")) > 1  # all parameters: impossible
+    assert training.implied_mfu(671e9, 14.8e12, 2.664e6, H100.peak("bf16")) > 1  # all parameters: impossible
 
 
 def test_llama31_405b_exercise():

@@ -19,11 +19,14 @@ def test_seed_004_amdahl_example():
     # halving a 10 ms part of a 100 ms step saves about 5%; an infinitely fast part at most 10%
     assert fusion.amdahl_time_saved(0.1, 2) == pytest.approx(0.05)
     assert fusion.amdahl_time_saved(0.1, math.inf) == pytest.approx(0.10)
-    assert key("l10.amdahl-step-saving") == pytest.approx(5e-3)
-    assert verdict("l10.amdahl-step-saving", "5 ms").correct
-    # expecting a 2x step from a 2x kernel: 50 ms
-    assert verdict("l10.amdahl-step-saving", "50 ms").misconception == "whole-step-sped-up"
-    assert verdict("l10.amdahl-step-saving", "10 ms").misconception == "part-vanished"
+    assert key("l10.amdahl-step-saving", part_ms=10, speedup=2) == pytest.approx(5e-3)  # the lesson's example
+    # the question: 25 ms of 100 ms made 3x faster saves 25 - 25/3 = 16.7 ms
+    assert key("l10.amdahl-step-saving") == pytest.approx((25 - 25 / 3) * 1e-3)
+    assert verdict("l10.amdahl-step-saving", "16.7 ms").correct
+    assert not verdict("l10.amdahl-step-saving", "5 ms").correct  # the worked example's answer
+    # expecting a 3x step from a 3x kernel: 66.7 ms
+    assert verdict("l10.amdahl-step-saving", "66.7 ms").misconception == "whole-step-sped-up"
+    assert verdict("l10.amdahl-step-saving", "25 ms").misconception == "part-vanished"
 
 
 def test_sol_reading():
@@ -36,30 +39,39 @@ def test_sol_reading():
 
 def test_percent_of_roofline_of_a_memory_bound_kernel():
     pct = key("l10.softmax-pct-roofline")
-    predicted = roofline.analyze(formulas.softmax(32 * 4096, 4096, "bf16"), "h100", "bf16").time_s
-    assert pct == pytest.approx(100 * predicted / 820e-6)  # % of roofline = predicted time / measured time
-    assert 70 < pct < 90
+    predicted = roofline.analyze(formulas.softmax(2 * 32 * 4096, 4096, "bf16"), "h100", "bf16").time_s
+    assert pct == pytest.approx(100 * predicted / 1500e-6)  # % of roofline = predicted time / measured time
+    assert 80 < pct < 90
+    # the lesson's table: the batch-1 softmax at 820 µs, another number
+    table = key("l10.softmax-pct-roofline", rows=32 * 4096, measured_us=820)
+    assert 70 < table < 80 and table != pytest.approx(pct, rel=0.02)
     # against the peak FLOP/s the same kernel looks hopeless: under 1%
-    assert verdict("l10.softmax-pct-roofline", 0.331).misconception == "percent-of-peak-flops"
+    flops = formulas.softmax(2 * 32 * 4096, 4096, "bf16").flops
+    assert verdict("l10.softmax-pct-roofline", 100 * flops / 1500e-6 / 989e12).misconception == "percent-of-peak-flops"
 
 
 def test_ranking_by_expected_saving():
-    assert key("l10.rank-first") == "attention"
+    # the lesson's worked problem: optimizer at 48 ms, attention first
+    assert key("l10.rank-first", optimizer_ms=48) == "attention"
     profile = {"gemm": (480, 78), "attention": (160, 35), "elementwise": (96, 85), "optimizer": (48, 20),
                "rotary": (16, 10)}
     savings = lesson_10.expected_savings_ms(profile, 80)
     assert savings["attention"] == pytest.approx(160 * (1 - 35 / 80))  # 90 ms of an 800 ms step
     assert savings["elementwise"] == 0  # already above the target: tuning gains nothing
     assert savings["rotary"] < savings["optimizer"]  # the worst-looking kernel is not the best bet
+    # the question: the optimizer at 240 ms saves 180 ms, more than attention's 90
+    assert key("l10.rank-first") == "optimizer"
     assert verdict("l10.rank-first", "rotary").misconception == "worst-looking-kernel"
-    # after the first fix the step is 710 ms and the optimizer's 36 ms are 5.07% of it
-    assert key("l10.ex-rank-next-saving") == pytest.approx(36 / 710)
-    assert verdict("l10.ex-rank-next-saving", 36 / 800).misconception == "old-step-time"
+    assert verdict("l10.rank-first", "attention").correct is False  # the worked example's answer
+    # after the optimizer fix the step is 992 - 180 = 812 ms, and attention's 90 ms are 11.1% of it
+    assert key("l10.ex-rank-next-saving") == pytest.approx(90 / 812)
+    assert verdict("l10.ex-rank-next-saving", 90 / 992).misconception == "old-step-time"
+    assert key("l10.ex-rank-next-saving", optimizer_ms=48) == pytest.approx(36 / 710)  # the worked profile
 
 
 def test_removing_gaps_is_bounded_by_amdahl():
-    assert key("l10.ex-gaps-speedup") == pytest.approx(1 / 0.7)
-    assert verdict("l10.ex-gaps-speedup", 1.3).misconception == "added-the-share"
+    assert key("l10.ex-gaps-speedup") == pytest.approx(1 / 0.6)
+    assert verdict("l10.ex-gaps-speedup", 1.4).misconception == "added-the-share"
 
 
 def test_profiling_at_the_wrong_batch():

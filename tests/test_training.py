@@ -297,7 +297,8 @@ anything = st.one_of(
 )
 CALLS = {
     "training_flops": (training.training_flops, 2), "forward_backward": (training.forward_backward, 2),
-    "recompute_flops": (training.recompute_flops, 2), "flops_per_token": (training.flops_per_token, 5),
+    "recompute_flops": (training.recompute_flops, 2), "flops_per_token": (training.flops_per_token, 6),
+    "recomputed_forwards": (training.recomputed_forwards, 2),
     "utilization": (training.utilization, 4), "hfu": (training.hfu, 4), "mfu": (training.mfu, 4),
     "mfu_from_throughput": (training.mfu_from_throughput, 5),
     "padding_efficiency": (training.padding_efficiency, 4),
@@ -318,6 +319,53 @@ def test_random_inputs_raise_only_roofkit_errors(name, data):
         function(*args)
     except RoofkitError:
         pass
+
+
+# --- recomputation grows with depth; a causal kernel runs half of PaLM's attention term --------
+
+
+def _layer_forwards_by_walking_the_backward(n_layers, keep_every):
+    """Layer forwards rerun when the backward pass rebuilds each layer from the nearest kept input."""
+    kept = [i for i in range(n_layers) if i % keep_every == 0]  # the inputs of layers 0, k, 2k, ...
+    total = 0
+    for layer in reversed(range(n_layers)):
+        start = max(i for i in kept if i <= layer)
+        total += layer - start + 1  # rerun layers start .. layer to get this layer's activations
+    return total
+
+
+@pytest.mark.parametrize("n_layers,keep_every", [(1, 1), (17, 1), (17, 17), (10, 3), (80, 9), (126, 126), (5, 2)])
+def test_recomputed_forwards_by_walking_the_backward_pass(n_layers, keep_every):
+    expected = _layer_forwards_by_walking_the_backward(n_layers, keep_every) / n_layers
+    assert training.recomputed_forwards(n_layers, keep_every) == pytest.approx(expected)
+
+
+def test_recomputation_grows_with_depth_when_nothing_is_kept():
+    assert training.recomputed_forwards(80) == 1  # every layer's input kept: one extra forward, 8ND
+    assert training.recompute_flops(1, 1) == 6 + 2 * training.recomputed_forwards(80)
+    assert [training.recomputed_forwards(n, n) for n in (1, 17, 80)] == [1, 9, 40.5]  # (L + 1) / 2
+    # lesson 07's example: 450 TFLOPs of recomputation for a 50 TFLOP forward is 9 forwards
+    assert training.recomputed_forwards(17, 17) == 450 / 50
+
+
+@pytest.mark.parametrize("args, message", [((0, 1), r"^n_layers must be"), ((3.5, 1), r"^n_layers must be a whole"),
+                                            ((4, 5), r"^keep_every=5 is more than n_layers=4"),
+                                            ((4, 0), r"^keep_every must be")])
+def test_recomputed_forwards_bad_input(args, message):
+    with pytest.raises(InvalidValue, match=message):
+        training.recomputed_forwards(*args)
+
+
+def test_a_causal_kernel_runs_about_half_of_palms_attention_term():
+    N, L, H, Q, T = 6.7e9, 32, 32, 128, 4096
+    palm = training.flops_per_token(N, L, H, Q, T)
+    causal = training.flops_per_token(N, L, H, Q, T, causal=True)
+    assert palm - 6 * N == 12 * L * H * Q * T
+    assert causal - 6 * N == pytest.approx(12 * L * H * Q * (T + 1) / 2)  # T (T + 1) / 2 scores per sequence
+    # so, with no recomputation, what the hardware executes is less than PaLM's model FLOPs: HFU < MFU
+    assert causal < palm
+    with pytest.raises(InvalidValue, match=r"^causal must be True or False"):
+        training.flops_per_token(N, L, H, Q, T, causal="yes")
 
 
 def test_import_stays_light():

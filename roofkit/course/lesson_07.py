@@ -48,8 +48,10 @@ def _run_mfu(params, tokens, days, gpus, hw, dtype):
     return training.utilization(training.training_flops(params, tokens), days * SECONDS_PER_DAY, _peak(hw, dtype), gpus)
 
 
-def _palm_mfu(params, n_layers, n_heads, head_dim, seq_len, tokens_per_s_per_gpu, hw, dtype, attention=True):
-    per_token = training.flops_per_token(params, n_layers, n_heads, head_dim, seq_len) if attention else None
+def _palm_mfu(params, n_layers, n_heads, head_dim, seq_len, tokens_per_s_per_gpu, hw, dtype, attention=True,
+              causal=False):
+    per_token = (training.flops_per_token(params, n_layers, n_heads, head_dim, seq_len, causal=causal)
+                 if attention else None)
     return training.mfu_from_throughput(params, tokens_per_s_per_gpu, _peak(hw, dtype), flops_per_token=per_token)
 
 
@@ -74,8 +76,8 @@ register(
         unit="dimensionless",
         hints=(
             "MFU = model FLOP/s achieved / peak FLOP/s of the same GPUs.",
-            "One GPU's model FLOP/s is 6N times its tokens per second; its peak is roofkit.hw(hw).peak(dtype).",
-            "training.mfu_from_throughput(params, tokens_per_s, peak) does exactly this division.",
+            "One GPU's model FLOP/s is 6N times its tokens per second (N = params); its peak is the catalog's "
+            "dense peak for that GPU and dtype.",
         ),
         misconceptions=(
             Misconception("sparse-peak", _SPARSE, scale=0.5),
@@ -114,14 +116,14 @@ register(
         prompt=("A training log for a {params} model on {gpus:,} {hw} GPUs in {dtype} reports "
                 "'throughput: {tokens_per_s:,} tokens/s' for the whole cluster. What MFU is that "
                 "(6N FLOPs per token, as a fraction)?"),
-        params={"params": "70B", "tokens_per_s": 921_600, "gpus": 1024, "hw": "H100", "dtype": "BF16"},
+        params={"params": "70B", "tokens_per_s": 1_740_800, "gpus": 2048, "hw": "H100", "dtype": "BF16"},
         variants={"tokens_per_s": (512_000, 614_400, 768_000, 1_228_800), "gpus": (512, 1024, 2048),
                   "hw": ("H100", "A100", "B200")},
         key=_cluster_mfu,
         unit="dimensionless",
         hints=(
-            "The throughput is the total over all GPUs: compare it with the peak of all of them.",
-            "MFU = 6N x (total tokens/s) / (G x P), or per GPU: 6N x (tokens/s / G) / P.",
+            "The throughput is the total over all gpus: compare it with the peak of all of them.",
+            "MFU = 6N x tokens_per_s / (gpus x P), or per GPU: 6N x (tokens_per_s / gpus) / P.",
         ),
         misconceptions=(
             Misconception("total-as-per-gpu", (
@@ -147,7 +149,8 @@ register(
         unit="dimensionless",
         hints=(
             "MFU and HFU share the time and the peak; only the FLOPs on top differ.",
-            "Which of the three amounts of work would a run without checkpointing still have to do?",
+            "Which of the three amounts of work (forward, recompute, backward) would a run without "
+            "checkpointing still have to do? Divide it by seconds x peak_tflops.",
         ),
         misconceptions=(
             Misconception("hfu-as-mfu", _HFU_AS_MFU,
@@ -169,7 +172,7 @@ register(
         unit="dimensionless",
         hints=(
             "Both utilizations share the time and the peak, so their ratio is useful FLOPs / executed FLOPs.",
-            "Useful: formulas.gemm(m, m, m).flops. Executed: formulas.gemm_padded(m, m, m, tile).",
+            "Useful: 2 m^3. Executed: the same product with each dimension rounded up to a multiple of tile.",
         ),
         misconceptions=(
             Misconception("hfu-as-mfu", ("The padded zeros keep the tensor cores busy but compute nothing "
@@ -189,15 +192,15 @@ register(
         kind="numeric",
         prompt=("A run processes {tokens} tokens in {days} days on {gpus:,} {hw} GPUs ({dtype}). Its MFU cannot be "
                 "computed without the model size. What model size N (parameters) would make it {mfu:.0%} MFU?"),
-        params={"tokens": "100B", "days": 30, "gpus": 1024, "hw": "H100", "dtype": "BF16", "mfu": 0.4},
-        variants={"tokens": ("50B", "300B", "1T"), "days": (14, 60, 90), "gpus": (512, 1024, 4096),
-                  "hw": ("H100", "A100"), "mfu": (0.35, 0.45)},
+        params={"tokens": "300B", "days": 14, "gpus": 512, "hw": "H100", "dtype": "BF16", "mfu": 0.45},
+        # never the worked problem's 100B tokens at 40%: its answer is printed just above
+        variants={"tokens": ("50B", "1T", "2T"), "days": (45, 75, 90), "gpus": (1024, 4096),
+                  "hw": ("H100", "A100"), "mfu": (0.35, 0.5)},
         key=_params_for,
         unit="dimensionless",
         hints=(
-            "The useful FLOPs the cluster delivers: MFU x G x P x t, with t in seconds.",
-            "Those FLOPs must equal 6ND; solve for N.",
-            "training.params_for_mfu(tokens, seconds, gpus, peak, mfu) inverts it for you.",
+            "The useful FLOPs the cluster delivers: mfu x gpus x P x t, with t = days in seconds.",
+            "Those FLOPs must equal 6ND with D = tokens; solve for N.",
         ),
         misconceptions=(
             Misconception("hours-not-seconds", "The peak is FLOP per second: express the days in seconds.",
@@ -221,8 +224,8 @@ register(
         unit="dimensionless",
         rtol=0.02,
         hints=(
-            "MFU = 6ND / (t x G x P), with t in seconds.",
-            "training.utilization(training.training_flops(N, D), seconds, peak, gpus).",
+            "MFU = 6ND / (t x G x P): N = params, D = tokens, G = gpus, t = days in seconds.",
+            "P is the catalog's dense peak of one GPU in that dtype; G x P is what the whole cluster could do.",
         ),
         misconceptions=(
             Misconception("one-gpu", ("That divides the whole run's FLOPs by the time of one GPU: divide by all "
@@ -238,10 +241,10 @@ register(
         id="l07.ex-palm-mfu",
         lesson="07",
         kind="numeric",
-        prompt=("Exercise. A model with N = {params} parameters, {n_layers} layers and {n_heads} heads of dimension "
-                "{head_dim} trains on sequences of {seq_len:,} tokens at {tokens_per_s_per_gpu:,} tokens/s per "
-                "{hw} GPU in {dtype}. What is its MFU when you count PaLM's FLOPs per token, "
-                "6N + 12·L·H·Q·T (as a fraction)?"),
+        prompt=("Exercise. A model with N = {params} parameters, L = {n_layers} layers and H = {n_heads} heads of "
+                "dimension Q = {head_dim} trains on sequences of T = {seq_len:,} tokens at "
+                "{tokens_per_s_per_gpu:,} tokens/s per {hw} GPU in {dtype}. What is its MFU when you count PaLM's "
+                "FLOPs per token, 6N + 12·L·H·Q·T (as a fraction)?"),
         params={"params": "6.7B", "n_layers": 32, "n_heads": 32, "head_dim": 128, "seq_len": 4096,
                 "tokens_per_s_per_gpu": 8000, "hw": "H100", "dtype": "BF16"},
         variants={"seq_len": (2048, 8192, 16384), "tokens_per_s_per_gpu": (4000, 6000, 8000, 10000),
@@ -249,13 +252,17 @@ register(
         key=_palm_mfu,
         unit="dimensionless",
         hints=(
-            "training.flops_per_token(N, L, H, Q, T) gives the FLOPs of one token with the attention term.",
-            "Then MFU = FLOPs per token x tokens/s / peak; mfu_from_throughput takes flops_per_token=...",
+            "First the FLOPs of one token: 6N plus the attention term 12·L·H·Q·T.",
+            "Then MFU = FLOPs per token x tokens/s per GPU / the GPU's dense peak.",
         ),
         misconceptions=(
             Misconception("no-attention", ("That is 6N alone. The attention matmuls (QK^T and AV) have no "
                                            "parameters, so 6N misses them; add 12·L·H·Q·T per token."),
                           answer=lambda **p: _palm_mfu(**p, attention=False)),
+            Misconception("causal-half", ("That counts only the causal half of the attention scores, which is "
+                                          "what a causal kernel executes. PaLM's count, asked for here, counts "
+                                          "all T x T of them: 12·L·H·Q·T."),
+                          answer=lambda **p: _palm_mfu(**p, causal=True)),
             Misconception("sparse-peak", _SPARSE, scale=0.5),
             Misconception("percent", _PERCENT, scale=100),
         ),

@@ -96,8 +96,9 @@ register(
         kind="numeric",
         prompt=("A {params} model trains on {tokens} tokens on {gpus:,} {hw} GPUs in {dtype} at an MFU of "
                 "{mfu:.0%}. How many days of wall clock does it take?"),
-        params={"params": "70B", "tokens": "15T", "hw": "H100", "dtype": "BF16", "mfu": 0.4, "gpus": 8192},
-        variants={"tokens": ("2T", "8T", "15T"), "gpus": (2048, 4096, 16384), "mfu": (0.3, 0.45),
+        params={"params": "70B", "tokens": "15T", "hw": "H100", "dtype": "BF16", "mfu": 0.45, "gpus": 6144},
+        # never the worked estimate's 40% on 8,192 GPUs: its answer is printed just above
+        variants={"tokens": ("2T", "8T", "15T"), "gpus": (2048, 4096, 24576), "mfu": (0.31, 0.37, 0.53),
                   "hw": ("H100", "A100", "MI300X", "B200")},
         key=_days,
         unit="day",
@@ -132,8 +133,8 @@ register(
         key=_cost,
         unit="dimensionless",
         hints=(
-            "Cost = GPU-hours x price; the number of GPUs changes the days, not the GPU-hours.",
-            "In the calculator: pick the accelerator and precision, set the MFU and the price, read the cost.",
+            "Cost = GPU-hours x usd_per_gpu_hour; the number of GPUs changes the days, not the GPU-hours.",
+            "GPU-hours = 6ND / (mfu x P x 3600), with P the dense peak of that GPU in that dtype.",
         ),
         misconceptions=(
             Misconception("bf16-peak", ("That is the BF16 cost; the question runs the matmuls in FP8, whose "
@@ -149,16 +150,17 @@ register(
         id="l08.gpus-30-days",
         lesson="08",
         kind="numeric",
-        prompt=("Practice problem: a {params} model on {tokens} tokens, on {hw} GPUs in {dtype} at {mfu:.0%} MFU. "
-                "How many GPUs, at least, finish it in {days} days?"),
-        params={"params": "400B", "tokens": "8T", "hw": "H100", "dtype": "FP8", "mfu": 0.35, "days": 30},
-        variants={"tokens": ("8T", "15T"), "mfu": (0.3, 0.35, 0.45), "days": (30, 45, 60, 90)},
+        prompt=("The practice problem's {params} model on {tokens} tokens, on {hw} GPUs in {dtype}, now at "
+                "{mfu:.0%} MFU. How many GPUs, at least, finish it in {days} days?"),
+        params={"params": "400B", "tokens": "8T", "hw": "H100", "dtype": "FP8", "mfu": 0.4, "days": 45},
+        # never the practice problem's 35% in 30 days: its answer is printed just above
+        variants={"tokens": ("8T", "15T"), "mfu": (0.3, 0.45, 0.55), "days": (30, 80, 100)},
         key=_gpus,
         unit="dimensionless",
         rtol=0,  # one exact whole number
         hints=(
-            "GPU-hours = 6ND / (MFU x dense FP8 peak x 3600).",
-            "Divide the GPU-hours by the hours in the deadline, and round up to whole GPUs.",
+            "GPU-hours = 6ND / (mfu x dense peak in that dtype x 3600).",
+            "Divide the GPU-hours by the hours in the deadline (days x 24), and round up to whole GPUs.",
         ),
         misconceptions=(
             Misconception("bf16-peak", ("That uses the BF16 peak. The run computes in FP8, whose dense peak is "
@@ -185,8 +187,8 @@ register(
         key=_implied,
         unit="dimensionless",
         hints=(
-            "The run's model FLOPs are 6ND; the GPUs could have done GPU-hours x 3600 x peak.",
-            "training.implied_mfu(N, D, gpu_hours, peak) divides the two.",
+            "The run's model FLOPs are 6ND (N = params, D = tokens).",
+            "The GPUs could have done gpu_hours x 3600 x peak in that time: divide the first by the second.",
         ),
         misconceptions=(
             Misconception("sparse-peak", _SPARSE, scale=0.5),
@@ -199,16 +201,16 @@ register(
         id="l08.ex-long-context",
         lesson="08",
         kind="numeric",
-        prompt=("Exercise. A {params} model has {n_layers} layers and {n_heads} heads of dimension {head_dim}. "
-                "Trained on sequences of {seq_len:,} tokens, by what factor does PaLM's count per token, "
-                "6N + 12·L·H·Q·T, exceed 6N?"),
+        prompt=("Exercise. A model with N = {params} parameters has L = {n_layers} layers and H = {n_heads} heads "
+                "of dimension Q = {head_dim}. Trained on sequences of T = {seq_len:,} tokens, by what factor does "
+                "PaLM's count per token, 6N + 12·L·H·Q·T, exceed 6N?"),
         params={"params": "70B", "n_layers": 80, "n_heads": 64, "head_dim": 128, "seq_len": 32768},
         variants={"seq_len": (8192, 16384, 65536, 131072)},
         key=_attention_ratio,
         unit="dimensionless",
         hints=(
-            "training.flops_per_token(N) is 6N; with the shape and sequence length it adds the attention term.",
-            "Divide the count with attention by the count without.",
+            "Compute the attention term 12·L·H·Q·T and 6N separately.",
+            "The factor is (6N + 12·L·H·Q·T) / 6N = 1 + the attention term's share of 6N.",
         ),
         misconceptions=(
             Misconception("extra-only", "That is the extra share alone; the factor is 1 plus it.",
@@ -236,7 +238,7 @@ register(
         unit="dimensionless",
         hints=(
             "Only part of the step gets faster: Amdahl's law, S = 1 / ((1 - p) + p / s).",
-            "p is the matmuls' share of the time; s = peak('fp8') / peak('bf16'). fusion.amdahl(p, s).",
+            "p is matmul_share; s is the ratio of the dense FP8 and BF16 peaks of that GPU.",
         ),
         misconceptions=(
             Misconception("everything-faster", ("Only the matrix products get faster. The memory-bound rest moves "

@@ -32,6 +32,12 @@ def _flash_vs_naive(seq, head_dim, dtype):
     return f"{flops} FLOPs {'and' if flops == nbytes else 'but'} {nbytes} bytes"
 
 
+def _tiled(rows, head_dim, seq, dtype):
+    """One head of FlashAttention with query tiles of ``rows`` rows, every K/V re-read from HBM."""
+    on_chip = formulas.attention_tile_bytes(rows, head_dim, dtype)
+    return formulas.attention_fused(1, 1, seq, head_dim, dtype, on_chip_bytes=on_chip)
+
+
 def _removed_launches(layers):
     return layers * (len(fusion.DECODER_LAYER_KERNELS) - len(fusion.FUSED_DECODER_LAYER_KERNELS))
 
@@ -52,14 +58,14 @@ register(
         prompt=("A bias add followed by GELU runs on an activation of {tokens} tokens x {width} features in "
                 "{dtype}. Fused into one kernel, how many bytes does it move to and from HBM? (Ignore the bias "
                 "vector: it is {width} elements next to millions.)"),
-        params={"tokens": 8192, "width": 32768, "dtype": "bf16"},
-        variants={"tokens": (2048, 4096, 16384), "width": (11008, 14336, 28672), "dtype": ("bf16", "fp32")},
+        params={"tokens": 4096, "width": 14336, "dtype": "bf16"},
+        # never the lesson's worked 8,192 x 32,768 in BF16: its bytes are printed just above
+        variants={"tokens": (2048, 8192, 16384), "width": (11008, 24576, 53248), "dtype": ("bf16", "fp32")},
         key=lambda tokens, width, dtype: _bias_gelu(tokens, width, dtype).fused.bytes,
         unit="byte",
         hints=("In the fused kernel, where does the output of the bias add live before GELU uses it?",
                "Count the tensors of tokens x width elements that cross HBM: what is read from it, what is "
-               "written back to it.",
-               "fusion.chain(['bias_add', 'gelu'], n=..., bytes_per_element='bf16') has .unfused and .fused."),
+               "written back to it; each element is one dtype's bytes."),
         misconceptions=(
             Misconception("counted-fused-intermediate",
                           "That is the unfused traffic: the bias add's output is written and read back. Fused, "
@@ -85,8 +91,7 @@ register(
         unit="dimensionless",
         hints=("Count tensors of tokens x d_model elements; the norm weight (d_model elements) is negligible.",
                "Unfused: the add reads two tensors and writes one; RMSNorm reads one and writes one. Fused: "
-               "what is read, and which two tensors are written?",
-               "fusion.chain([...], n, keep=['residual_add']) keeps an intermediate that must be written."),
+               "what is read, and which two tensors (h and y) are written?"),
         misconceptions=(
             Misconception("dropped-residual-write",
                           "That ratio assumes the fused kernel writes only y. The residual stream h is read by "
@@ -104,15 +109,15 @@ register(
         id="l09.flash-flops",
         lesson="09",
         kind="choice",
-        prompt=("Take one attention head with s = {seq} and d_h = {head_dim} in {dtype}. Compared with the three "
-                "naive kernels (S = QK^T, P = softmax(S), O = PV), the FlashAttention forward kernel does ..."),
+        prompt=("Take one attention head with s = {seq} and d_h = {head_dim} in {dtype}, no causal mask. Compared "
+                "with the three naive kernels (S = QK^T, P = softmax(S), O = PV), the FlashAttention forward kernel "
+                "does ..."),
         params={"seq": 8192, "head_dim": 128, "dtype": "bf16"},
         choices=("fewer FLOPs and fewer bytes", "same FLOPs but fewer bytes", "fewer FLOPs but same bytes",
                  "same FLOPs and same bytes"),
         key=_flash_vs_naive,
         hints=("Does FlashAttention skip any score, or compute an approximation?",
-               "Where do S and P live in each version: HBM or on-chip SRAM?",
-               "Compare formulas.attention_naive(...) with formulas.attention_fused(...) field by field."),
+               "Where do S and P live in each version: HBM or on-chip memory?"),
         misconceptions=(
             Misconception("flash-reduces-flops",
                           "FlashAttention is exact: it computes every score, the same softmax and the same PV "
@@ -134,16 +139,16 @@ register(
         id="l09.pp1-flash-intensity",
         lesson="09",
         kind="numeric",
-        prompt=("Practice problem 1(c): on the {hw} in {dtype}, one attention head of size d_h = {head_dim} "
-                "over s = {seq} tokens runs as one FlashAttention kernel that reads Q, K, V and writes O once. "
-                "What is its arithmetic intensity?"),
+        prompt=("Practice problem (c): on the {hw} in {dtype}, one attention head of size d_h = {head_dim} "
+                "over s = {seq} tokens runs as one FlashAttention kernel that reads Q, K, V and writes O once "
+                "(the ideal count). What is its arithmetic intensity?"),
         params={"seq": 8192, "head_dim": 8192, "hw": "h100", "dtype": "bf16"},
         variants={"seq": (2048, 4096, 16384, 32768), "head_dim": (64, 128, 256)},
         key=lambda seq, head_dim, hw, dtype: formulas.attention_fused(1, 1, seq, head_dim, dtype).intensity,
         unit="FLOP/byte",
-        hints=("The FLOPs are those of the naive kernels: two s x s x d_h matrix products, plus the softmax.",
-               "HBM traffic: four tensors of s x d_h elements (Q, K, V in, O out), b bytes each.",
-               "formulas.attention_fused(1, 1, s, d_h, 'bf16') gives both."),
+        hints=("The FLOPs are those of the naive kernels: two s x s x d_h matrix products, plus the softmax "
+               "(5 FLOPs per score).",
+               "HBM traffic: four tensors of s x d_h elements (Q, K, V in, O out), b bytes each."),
         misconceptions=(
             Misconception("one-tensor-of-traffic",
                           "You divided by the bytes of one s x d_h tensor. The kernel reads three (Q, K, V) and "
@@ -154,6 +159,34 @@ register(
                           "That is naive attention's intensity: it counts the s x s scores and probabilities "
                           "going through HBM. In the fused kernel they never leave the chip.",
                           answer=lambda seq, head_dim, hw, dtype:
+                          formulas.attention_naive(1, 1, seq, head_dim, dtype).intensity),
+        ),
+    ),
+    Question(
+        id="l09.flash-tiled-intensity",
+        lesson="09",
+        kind="numeric",
+        prompt=("A FlashAttention kernel keeps query tiles of {rows} rows on chip. One attention head with "
+                "d_h = {head_dim} runs over s = {seq:,} tokens (as many keys) in {dtype}, no causal mask. Each query "
+                "tile streams all of K and V past it, and every one of those reads comes from HBM; Q is read and "
+                "O written once. What is the kernel's arithmetic intensity?"),
+        params={"rows": 128, "head_dim": 128, "seq": 32768, "dtype": "bf16"},
+        variants={"rows": (96, 192, 320), "dtype": ("bf16", "fp32")},
+        key=lambda rows, head_dim, seq, dtype: _tiled(rows, head_dim, seq, dtype).intensity,
+        unit="FLOP/byte",
+        hints=("The FLOPs do not change: s x s scores, 4 d_h + 5 FLOPs each.",
+               "How many query tiles are there? Each one reads K and V: s x d_h elements each.",
+               "Bytes = (Q + O + tiles x (K + V)) x bytes per element."),
+        misconceptions=(
+            Misconception("ideal-count",
+                          "That is the ideal count, K and V read once. With tiles, every query tile reads all of K "
+                          "and V again: multiply their traffic by the number of tiles, ceil(s / rows).",
+                          answer=lambda rows, head_dim, seq, dtype:
+                          formulas.attention_fused(1, 1, seq, head_dim, dtype).intensity),
+            Misconception("naive-traffic",
+                          "That is naive attention's intensity, with S and P going through HBM. The tiled kernel "
+                          "keeps them on chip; what it re-reads is K and V.",
+                          answer=lambda rows, head_dim, seq, dtype:
                           formulas.attention_naive(1, 1, seq, head_dim, dtype).intensity),
         ),
     ),
@@ -171,8 +204,8 @@ register(
         key=lambda layers, overhead_us: _removed_launches(layers) * overhead_us * _US,
         unit="s",
         rtol=0.01,
-        hints=("Count the kernels of one layer before and after fusion: len() of the two tuples.",
-               "Launches removed per layer, times layers, times the overhead of one launch.",
+        hints=("Count the kernels of one layer before and after fusion: the lengths of the two lists.",
+               "Launches removed per layer, times layers, times overhead_us.",
                "Answer with a unit, for example '... ms'."),
         misconceptions=(
             Misconception("one-layer-only",
@@ -201,8 +234,7 @@ register(
         hints=("Both versions read the weights W1 and W2 (and the norm weight). What does only the unfused "
                "version move?",
                "Each activation that one kernel writes and the next reads is a round trip: list them "
-               "(t x d after the norm, t x f after each of the up projection and SiLU).",
-               "fusion.mlp_block(t, d, f, 'bf16') returns the bytes of both versions."),
+               "(tokens x d_model after the norm, tokens x d_ff after each of the up projection and SiLU)."),
         misconceptions=(
             Misconception("weights-saved-too",
                           "The fused kernel still reads W1 and W2 from HBM once: fusion removes the activation "
@@ -224,13 +256,14 @@ register(
         kind="numeric",
         prompt=("Prefill attention with batch {batch}, {heads} heads of d_h = {head_dim}, s = {seq}, {dtype} on "
                 "the {hw}. Predict FlashAttention's speed-up over the three naive kernels: the sum of the naive "
-                "kernels' roofline times (each max(math time, memory time)) over the fused kernel's roofline time."),
+                "kernels' roofline times (each max(math time, memory time)) over the fused kernel's roofline time, "
+                "with the fused kernel's ideal count (Q, K, V and O cross HBM once)."),
         params={"batch": 1, "heads": 64, "head_dim": 128, "seq": 8192, "hw": "h100", "dtype": "bf16"},
         variants={"seq": (4096, 8192, 16384), "hw": ("a100", "h200", "mi300x", "l40s", "b200")},
         key=lambda batch, heads, head_dim, seq, hw, dtype:
             (lambda t: t[0] / t[1])(_attention_times(batch, heads, seq, head_dim, hw, dtype)),
         unit="dimensionless",
-        hints=("Place each kernel on the roofline: roofline.analyze(cost, hw, dtype).time_s.",
+        hints=("Each kernel's roofline time is max(FLOPs / peak, bytes / bandwidth).",
                "The naive kernels run one after another: add their times.",
                "Is the fused kernel memory-bound or compute-bound? That decides its time."),
         misconceptions=(
