@@ -10,9 +10,12 @@ The modules, one concept each:
     fusion     HBM traffic of op chains; Amdahl       roofkit.fusion.amdahl(0.1, 2)
     models     the sourced catalog of model shapes     roofkit.models.get("llama-3-8b").params
     layertime  a decoder layer's time, calibrated      roofkit.layertime.predict("llama-3-8b", 1, 1, 8192, "h200")
+    layerview  a layer's op table and its figures      roofkit.layerview.table(layerview.place(ops, "h100"))
     links      interconnects, per direction, sourced  roofkit.links.get("nvlink4").bandwidth
     comms      collectives with the alpha-beta model  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
     parallel   DP/ZeRO/TP/PP: step time, MFU, memory  roofkit.parallel.plan("llama-3-70b", "h100", ...)
+    plots_parallel  collective, step-time, memory plots  roofkit.plots_parallel.step_plot([plan])
+    inference  serving: KV cache, memory, TTFT, TPOT  roofkit.inference.serve("llama-3-70b", "h100", 8, 8192)
 
 Submodules load on first use, so ``import roofkit`` stays fast: sympy and
 matplotlib are imported only by the functions that need them.
@@ -34,8 +37,8 @@ from .errors import (
 
 __version__ = "0.1.0"
 
-_MODULES = {"hardware", "models", "links", "comms", "parallel",
-            "formulas", "roofline", "layertime", "precision", "training", "fusion",
+_MODULES = {"hardware", "models", "links", "comms", "parallel", "plots_parallel", "inference",
+            "formulas", "roofline", "layertime", "layerview", "precision", "training", "fusion",
             "dtypes", "units", "errors", "measure", "quiz", "course", "grading", "cli"}
 
 __all__ = [

@@ -206,7 +206,7 @@ def _index(rows, glossary: bool = False) -> str:
 <body>
 <h1>GPU performance modeling, computed</h1>
 <p class="lead">Count FLOPs and bytes, place kernels on a roofline, choose a precision, judge MFU,
-cost a training run and decide what to fuse. Every number below was computed by <code>roofkit</code>
+cost a training run, decide what to fuse and spread a run over many GPUs. Every number below was computed by <code>roofkit</code>
 when this page was built.</p>
 <p>Each lesson is shown worked and executed. To answer the questions yourself, run the course:
 <code>make lab</code>.</p>

@@ -89,3 +89,54 @@ def test_numpy_softmax_moves_four_times_the_ideal_traffic():
     assert key("l12.ex-softmax-traffic", rows=1, cols=7) == 4  # independent of the shape
     assert judge("l12.ex-softmax-traffic", 5).misconception == "passes"
     assert judge("l12.ex-softmax-traffic", 2.5).misconception == "reads-only"
+
+
+# --- the GPU section: the H200 run shipped with roofkit (one card, 2026-11-30, PyTorch 2.11, CUDA events) ---
+
+
+def test_measured_h200_ridge_is_below_the_datasheet_one():
+    # measure.json: best BF16 matmul 800.9 TFLOP/s, copy 4.271 TB/s -> 187.5 FLOP/byte; the datasheet 989 / 4.8 -> 206
+    from roofkit.measure import layers
+
+    gpu = layers.shipped("measure.json")["gpu"]
+    assert key("l12.gpu-ridge") == pytest.approx(gpu["peak_flops_per_s"]["bf16"] / gpu["bandwidth_bytes_per_s"],
+                                                 rel=1e-3)
+    assert 185 < key("l12.gpu-ridge") < 190
+    assert judge("l12.gpu-ridge", 989e12 / 4.8e12).misconception == "datasheet-ridge"
+
+
+def test_weight_gemm_turns_compute_bound_where_the_measured_sweep_turns():
+    from roofkit.measure import predicted
+
+    crossing = key("l12.gpu-crossing")
+    assert crossing == 217  # B* = I* d / (d - 2 I*) = 206.04 x 8192 / (8192 - 412.08), rounded up
+    assert judge("l12.gpu-crossing", 216).correct is False and judge("l12.gpu-crossing", 218).correct is False
+    assert judge("l12.gpu-crossing", 197).misconception == "measured-ridge"
+    rows = {r["m"]: r for r in predicted.sweep_rows()}
+    flat = [rows[m]["measured_s"] for m in (1, 16, 64, 128)]
+    assert max(flat) / min(flat) < 1.05  # memory-bound: one read of the weights serves 1 row or 128
+    assert rows[256]["measured_s"] > 1.2 * rows[128]["measured_s"]  # past the ridge, the FLOPs decide
+    assert rows[128]["m"] < crossing < rows[256]["m"]
+    # the datasheet roofline is too fast at every M; achievable roofs + the floor are within 15%
+    assert all(r["plain_s"] < r["measured_s"] for r in rows.values())
+    assert all(abs(r["floored_s"] / r["measured_s"] - 1) < 0.15 for r in rows.values())
+
+
+def test_the_yours_cell_runs_on_a_machine_with_a_gpu(capsys):
+    # CI has no GPU: run the lesson's own "Yours" cell with a profile whose GPU block is the H200 run's
+    import re
+    from pathlib import Path
+
+    from roofkit.measure import layers
+    from roofkit.measure.profile import Profile
+
+    run = layers.shipped("measure.json")
+    run["gpu"]["layers"] = layers.shipped("layers.json")
+    lesson = (Path(__file__).resolve().parent.parent / "lessons" / "12-measure-your-machine.md").read_text()
+    cell = re.search(r"# NBVAL_IGNORE_OUTPUT\nif profile\.gpu:.*?(?=```)", lesson, re.S).group(0)
+    from IPython.display import display
+    from roofkit.measure import predicted
+
+    exec(cell, {"profile": Profile.from_dict(run), "predicted": predicted, "display": display})
+    out = capsys.readouterr().out
+    assert "NVIDIA H200" in out and "81%" in out and out.count("Figure(") == 2

@@ -7,7 +7,7 @@ in the notebook but never checked.
 
 from __future__ import annotations
 
-from .. import formulas, fusion, hardware
+from .. import formulas, fusion, hardware, roofline
 from ..measure import kernels, prediction_error, predict, stream
 from ..measure.fused import CHAIN
 from ..quiz import Misconception, Question, register
@@ -42,6 +42,26 @@ def _where(n, l2_mib, llc_mib, arrays=3):
 def _unless_key(wrong):
     """A wrong placement as a misconception, unless a variant's numbers make it the right one."""
     return lambda **p: None if wrong(**p) == _where(**p) else wrong(**p)
+
+
+def _ridge(hw, peak_achievable=True, bandwidth_achievable=True):
+    acc = hardware.get(hw)
+    return acc.peak("bf16", achievable=peak_achievable) / acc.memory_bandwidth(achievable=bandwidth_achievable)
+
+
+def _crossing(d, hw):
+    """The smallest M at which an M x d x d BF16 GEMM is compute-bound on ``hw``'s datasheet roofline."""
+    return roofline.decode_batch_to_compute_bound(d, hw, "bf16")
+
+
+def _measured_crossing(d, hw):
+    """The same crossing at the measured (achievable) ridge, where the catalog has one; else None."""
+    acc = hardware.get(hw)
+    if not (acc.has_achievable("bf16") and acc.has_achievable("bandwidth")):
+        return None
+    crossing = roofline.crossing_size(lambda m: formulas.gemm(m, d, d, "bf16").intensity, _ridge(hw))
+    ridge = acc.ridge("bf16")
+    return None if abs(crossing - ridge) < 1 else crossing  # the same whole number as 'intensity = batch'
 
 
 def _softmax_ratio(rows, cols):
@@ -184,6 +204,51 @@ register(
             Misconception("bits-not-bytes", "That is 8x too many: you counted bits.", scale=8),
         ),
         variants={"n": (2**23, 2**24, 2**25, 10**7)},
+    ),
+    Question(
+        id="l12.gpu-ridge",
+        lesson="12",
+        kind="numeric",
+        prompt=("roofkit measure on one {hw}: the best BF16 matrix product of the sweep and the device-to-device copy "
+                "give the achievable roofs the catalog keeps beside the datasheet's. What is the ridge point of "
+                "those measured roofs, in FLOP/byte?"),
+        params={"hw": "h200"},
+        key=lambda hw: _ridge(hw),
+        unit="FLOP/byte",
+        rtol=0.01,
+        hints=("The ridge is where the two roofs meet: peak / bandwidth.",
+               "Use the measured figures for both roofs, not the datasheet's."),
+        misconceptions=(
+            Misconception("datasheet-ridge", "That is the datasheet's ridge. The measured roofs fall by different "
+                                             "amounts (the peak more than the bandwidth), so their ridge moves.",
+                          answer=lambda hw: _ridge(hw, False, False)),
+            Misconception("mixed-roofs", "You mixed a measured roof with a datasheet one. Take both from the "
+                                         "measurement.", answer=lambda hw: _ridge(hw, True, False)),
+            Misconception("inverted", "That is bandwidth / peak. The ridge is peak / bandwidth: FLOPs per byte.",
+                          answer=lambda hw: 1 / _ridge(hw)),
+        ),
+    ),
+    Question(
+        id="l12.gpu-crossing",
+        lesson="12",
+        kind="numeric",
+        prompt=("An M x {d} x {d} BF16 GEMM (M rows of activations times a {d} x {d} weight) on the {hw}: what is the "
+                "smallest whole M at which it is compute-bound on the datasheet roofline?"),
+        params={"d": 8192, "hw": "h200"},
+        variants={"d": (4096, 8192, 16384), "hw": ("h200", "h100", "b200", "mi300x")},
+        key=lambda d, hw: _crossing(d, hw),
+        unit="dimensionless",
+        rtol=0,  # one exact whole number
+        hints=("The GEMM's intensity: 2 M d^2 FLOPs over (M d + d^2 + M d) elements of 2 bytes.",
+               "Set it equal to the ridge and solve for M; then round up to the first whole M at or above it."),
+        misconceptions=(
+            Misconception("intensity-equals-batch", "That is 'intensity = M', the limit for M much smaller than d. "
+                                                    "The activations' bytes lower the intensity: a larger M is "
+                                                    "needed.", answer=lambda d, hw: hardware.get(hw).ridge("bf16")),
+            Misconception("measured-ridge", "That is where it crosses the measured roofs' ridge, a real crossing "
+                                            "too; the question asks for the datasheet roofline's.",
+                          answer=_measured_crossing),
+        ),
     ),
     Question(
         id="l12.ex-where",

@@ -17,6 +17,7 @@ One module per concept:
     fused    one elementwise chain unfused (numpy) vs fused (numexpr, cache-sized blocks)
     gpu      the same through PyTorch when it sees a CUDA device
     layers   whole decoder layers timed op by op on the GPU; the H200 dataset shipped with roofkit
+    predicted  roofkit's predictions against those measurements: tables and figures
     profile  the result: report, JSON, catalog entry
     plot     the measured roofline with the kernels on it
 
