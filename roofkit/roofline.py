@@ -5,12 +5,16 @@
 
 with P the peak FLOP/s, B the memory bandwidth in bytes/s and I the kernel's
 arithmetic intensity, FLOPs per byte moved to and from memory. A kernel with
-I < I* is memory-bound; at or above I* it is compute-bound. Its time is
-bounded below by max(T_math, T_mem), the time if math and memory traffic
-overlap perfectly, and above by T_math + T_mem, the time if they do not
-overlap at all, with T_math = FLOPs / P and T_mem = bytes / B (Williams,
-Waterman & Patterson, "Roofline", CACM 52(4), 2009; the two bounds as in
-jax-ml/scaling-book).
+I < I* is memory-bound; at or above I* it is compute-bound. With T_math =
+FLOPs / P and T_mem = bytes / B, max(T_math, T_mem) is the time if math and
+memory traffic overlap perfectly, and T_math + T_mem the time if they do not
+overlap at all (Williams, Waterman & Patterson, "Roofline", CACM 52(4), 2009;
+the two times as in jax-ml/scaling-book). With the datasheet P and B the max
+is a lower bound on the time, but the sum is no upper bound: real kernels run
+below the datasheet peak, and a good large GEMM often takes longer than that
+sum. With achievable roofs (``acc.peak(p, achievable=True)``,
+``acc.memory_bandwidth(achievable=True)``) the sum is a pessimistic estimate
+for a good kernel.
 
 The size at which a kernel crosses the ridge (:func:`crossing_size`) answers
 "how big must this matmul be?" and "what batch makes decoding compute-bound?".
@@ -84,7 +88,12 @@ def bound(intensity, peak_flops, bandwidth):
 
 
 def time_bounds(flops, bytes_moved, peak_flops, bandwidth):
-    """(lower, upper) seconds: (max(T_math, T_mem), T_math + T_mem)."""
+    """(max(T_math, T_mem), T_math + T_mem) in seconds: perfect overlap, and none.
+
+    With datasheet roofs the first is a lower bound and the second is not an
+    upper bound (real kernels run below the datasheet peak); pass achievable
+    roofs for a pessimistic estimate of a good kernel.
+    """
     F, Q = nonnegative(flops, "flops"), nonnegative(bytes_moved, "bytes")
     P, B = positive(peak_flops, "peak_flops"), positive(bandwidth, "bandwidth")
     with np.errstate(all="ignore"):
@@ -113,8 +122,8 @@ class Placement:
     attainable_flops_per_s: float
     t_math_s: float
     t_mem_s: float
-    time_s: float  # lower bound: max(T_math, T_mem)
-    time_upper_s: float  # pessimistic bound: T_math + T_mem
+    time_s: float  # max(T_math, T_mem): perfect overlap; a lower bound at datasheet roofs
+    time_upper_s: float  # T_math + T_mem: no overlap; not an upper bound at datasheet roofs
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -316,7 +325,7 @@ def _short(name: str) -> str:
 
 
 def plot(accelerators=("h100",), precisions=("bf16",), kernels=(), measured=(), roofs=(),
-         ax=None, xlim=None, ylim=None, title=None):
+         ax=None, xlim=None, ylim=None, title=None, arrows=()):
     """Draw the roofline(s) and place kernels on them; returns the matplotlib Figure.
 
     One memory roof (slope B) per accelerator and one flat compute roof per
@@ -327,9 +336,11 @@ def plot(accelerators=("h100",), precisions=("bf16",), kernels=(), measured=(), 
     ``measured`` are drawn hollow at their achieved FLOP/s, with a line up to
     the roof and their % of it. Each is a :class:`Kernel`, a dict, or a
     (label, cost) tuple with a cost such as ``formulas.gemm(...)``. ``roofs``
-    adds :class:`Roof` lines (a measured machine). Without ``ax`` the figure
-    is not registered with pyplot: end a notebook cell with it, or pass
-    ``ax=plt.gca()``.
+    adds :class:`Roof` lines (a measured machine). ``arrows`` draws moves
+    between points, each (start, end, text) with start and end a kernel's
+    label or an (intensity, FLOP/s) pair: batching as a move to the right, a
+    better kernel as a move up. Without ``ax`` the figure is not registered
+    with pyplot: end a notebook cell with it, or pass ``ax=plt.gca()``.
     """
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
@@ -378,7 +389,8 @@ def plot(accelerators=("h100",), precisions=("bf16",), kernels=(), measured=(), 
         ax.plot([x0[0], I_star, x0[1]], [r.bandwidth * x0[0], r.peak_flops, r.peak_flops],
                 color=f"C{i}", lw=1.5, ls="--", gid="custom-roof",
                 label=f"{r.label}: {_tera(r.peak_flops, 'FLOP/s')}, {_tera(r.bandwidth, 'B/s')}")
-    _draw_kernels(ax, predicted, seen, *roof_list[0])  # kernels sit on the first roof
+    points = _draw_kernels(ax, predicted, seen, *roof_list[0])  # kernels sit on the first roof
+    _draw_arrows(ax, arrows, points)
 
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attainable performance (FLOP/s)")
@@ -418,10 +430,13 @@ def _draw_accelerator(ax, acc, precisions, color, x0, y0):
                     fontsize=8, color=color, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.7))
 
 
-def _draw_kernels(ax, predicted, seen, P, B):
+def _draw_kernels(ax, predicted, seen, P, B) -> dict:
     """Kernels in black, one marker shape per label: predictions filled ON the roof
-    min(P, B I), measurements hollow at their achieved FLOP/s with a line up to the roof."""
+    min(P, B I), measurements hollow at their achieved FLOP/s with a line up to the roof.
+    Returns each label's point (intensity, FLOP/s)."""
     shapes, box = {}, dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8)
+    points = {k.label: (k.intensity, attainable(k.intensity, P, B)) for k in predicted}
+    points.update({k.label: (k.intensity, k.achieved_flops_per_s) for k in seen})
     for k in predicted + seen:
         shapes.setdefault(k.label, "osD^vph*"[len(shapes) % 8])
     for n, k in enumerate(predicted):
@@ -440,6 +455,37 @@ def _draw_kernels(ax, predicted, seen, P, B):
         pct = percent_of_roofline(k.achieved_flops_per_s, k.intensity, P, B)
         ax.annotate(f"{k.label} ({pct:.0f}% of roof)", xy=(k.intensity, k.achieved_flops_per_s),
                     xytext=k.label_offset or (7, -12), textcoords="offset points", fontsize=9, bbox=box)
+    return points
+
+
+def _draw_arrows(ax, arrows, points: dict) -> None:
+    """Curved red arrows between two points (kernel labels or (intensity, FLOP/s)), each with its text."""
+    def point(end):
+        if isinstance(end, str):
+            if end not in points:
+                raise InvalidValue(f"An arrow names the kernel {end!r}, which is not on the plot; "
+                                   f"kernels: {', '.join(points) or 'none'}.")
+            return points[end]
+        try:
+            x, y = end
+            return positive(x, "an arrow's intensity"), positive(y, "an arrow's FLOP/s")
+        except (TypeError, ValueError):
+            raise InvalidValue(f"An arrow's end is a kernel label or an (intensity, FLOP/s) pair; "
+                               f"got {end!r}.") from None
+
+    for item in arrows:
+        try:
+            start, end, text = item
+        except (TypeError, ValueError):
+            raise InvalidValue(f"An arrow is (start, end, text); got {item!r}.") from None
+        (x0, y0), (x1, y1) = point(start), point(end)
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), gid="arrow",
+                    arrowprops=dict(arrowstyle="-|>", color="C3", lw=1.8, shrinkA=7, shrinkB=7,
+                                    connectionstyle="arc3,rad=0.3" if x0 != x1 else "arc3"))  # below the roof
+        mid = ((x0 * x1) ** 0.5, (y0 * y1) ** 0.5)  # the middle on log axes
+        ax.annotate(text, xy=mid, xytext=(12, -18) if x0 != x1 else (-10, 0), textcoords="offset points",
+                    color="C3", fontsize=9, ha="left" if x0 != x1 else "right", va="center",
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
 
 
 def save_png(fig, path, dpi=100) -> Path:

@@ -1,5 +1,12 @@
-"""Lesson 01 replays the sources' FLOP and byte counts against its question keys."""
+"""Lesson 01 replays the published FLOP and byte counts against its question keys.
 
+Oracles: counts by hand (2MNK; the ideal traffic model), PyTorch's FlopCounterMode
+(2 FLOPs per multiply-add, 0 for elementwise ops), fvcore's convention (one per
+multiply-add), and jax-ml/scaling-book's "All About Rooflines" (a bf16 dot product:
+2N - 1 FLOPs for 4N + 2 bytes, intensity -> 1/2).
+"""
+
+import itertools
 import math
 
 import pytest
@@ -11,7 +18,7 @@ Q = quiz.get
 
 
 def test_an_fma_is_two_flops():
-    # seed 000 and 004: "1 FMA equals 2 FLOPs"; the course's convention
+    # every datasheet peak counts a multiply-add as 2 FLOPs; so does PyTorch's FlopCounterMode
     from roofkit.course.lesson_01 import FLOPS_PER_FMA
 
     assert FLOPS_PER_FMA == 2
@@ -24,8 +31,8 @@ def test_gemm_flops_is_the_sum_over_dot_products():
     assert sympy.simplify(summed - formulas.symbolic(formulas.gemm).flops) == 0
 
 
-def test_seed_004_square_matmul_is_2n3():
-    # seed 004's FlopCounterMode snippet asserts 2 * n**3 for n = 1024
+def test_square_matmul_is_2n3():
+    # what FlopCounterMode reports for a 1024^3 matmul (see test_flop_counter_mode_agrees)
     n = 1024
     assert formulas.gemm(n, n, n).flops == 2 * n**3 == 2_147_483_648
 
@@ -40,6 +47,39 @@ def test_keys():
     T, d, f = 2048, 4096, 14336
     assert Q("l01.ex-mlp-bytes").answer_key() == 2 * ((T * d + d * f + T * f) + 2 * T * f + (T * f + f * d + T * d))
     assert Q("l01.ex-lora-flops").key(2048, 4096, 16) == 2 * 2048 * 16 * 4096 * 2
+    assert Q("l01.reduction-flops").answer_key() == 8192 * 4096  # one add per element
+    assert Q("l01.reduction-bytes").answer_key() == (8192 * 4096 + 8192) * 2  # read x, write one value per row
+
+
+def test_a_reduction_moves_half_a_flop_per_byte_like_scaling_books_dot_product():
+    # scaling-book: a bf16 dot product does 2N - 1 FLOPs for 4N + 2 bytes -> 1/2; a bf16 row sum does C adds
+    # for about 2C bytes per row: the same 1/2, because one read element feeds one FLOP
+    rows, cols = 8192, 4096
+    flops, nbytes = Q("l01.reduction-flops").answer_key(), Q("l01.reduction-bytes").answer_key()
+    assert flops / nbytes == pytest.approx(0.5, rel=1e-3)
+    dot = (2 * cols - 1) / (4 * cols + 2)
+    assert flops / nbytes == pytest.approx(dot, rel=1e-3)
+    # the output is negligible: forgetting it is within the tolerance, so it is not flagged as a mistake
+    assert quiz.judge(Q("l01.reduction-bytes"), rows * cols * 2).correct
+    # the strict count, C - 1 adds per row, is within one part in C of the convention
+    assert quiz.judge(Q("l01.reduction-flops"), rows * (cols - 1)).correct
+
+
+def test_worked_problem_uses_other_numbers_than_the_question():
+    from pathlib import Path
+
+    import roofkit
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "01-counting-flops-and-bytes.md").read_text("utf-8")
+    assert 'roofkit.model("llama-2-13b")' in text
+    llama = roofkit.model("llama-2-13b")
+    question = Q("l01.decode-traffic")
+    assert (llama.d_model, llama.d_ff) != (question.params["d_model"], question.params["d_ff"])
+    worked = formulas.gemv(llama.d_ff, llama.d_model, "bf16").scale(16).bytes
+    assert not quiz.judge(question, worked).correct
+    for values in itertools.product(*question.variants.values()):
+        combination = dict(zip(question.variants, values))
+        assert not quiz.judge(question.with_params(**combination), worked).correct
 
 
 def test_answers_with_units():
@@ -60,6 +100,12 @@ def test_answers_with_units():
     ("l01.fvcore-macs", 2 * 2048 * 14336 * 4096, "reported-flops"),
     ("l01.decode-traffic", 4096 * 14336 * 2, "footprint"),  # W counted once
     ("l01.ex-mlp-bytes", 2 * (2048 * 4096 + 2 * 4096 * 14336 + 2048 * 4096), "intermediates-free"),
+    ("l01.reduction-flops", 2 * 8192 * 4096, "fma-in-a-sum"),
+    ("l01.reduction-flops", 8192, "one-per-row"),
+    ("l01.reduction-flops", "33.5 GFLOP/s", "rate-for-work"),
+    ("l01.reduction-bytes", 2 * 8192 * 4096 * 2, "output-full-size"),
+    ("l01.reduction-bytes", (8192 * 4096 + 8192) * 16, "bits-not-bytes"),
+    ("l01.reduction-bytes", 8192 * 4096 + 8192, "elements-not-bytes"),
 ])
 def test_misconceptions_by_hand(question, answer, name):
     verdict = quiz.judge(Q(question), answer)
@@ -96,3 +142,11 @@ def test_flop_counter_mode_agrees():
     assert counted(torch.matmul, (1024, 1024), (1024, 1024)) == formulas.gemm(1024, 1024, 1024).flops
     assert counted(torch.nn.functional.linear, (2048, 4096), (14336, 4096)) == Q("l01.gemm-flops").answer_key()
     assert counted(torch.nn.functional.gelu, (2048, 14336)) == 0
+
+
+def test_no_hint_gives_the_library_call_that_computes_the_key():
+    calls = ("roofline.", "formulas.", "acc.", "hardware.", ".bandwidth", "sympy.", "roofkit.")
+    for question in quiz.questions("01"):
+        for hint in question.hints:
+            assert not any(call in hint for call in calls), (question.id, hint)
+            assert "{" not in hint, (question.id, hint)  # hints are not templates: no unfilled names

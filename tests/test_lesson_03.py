@@ -1,11 +1,13 @@
-"""Lesson 03 replays the sources' roofline numbers against its question keys.
+"""Lesson 03 replays published roofline numbers against its question keys.
 
-Oracles: seed 000 (ridges 296 BF16 and 591 FP8 on an H100; the 4096^3 GEMM at
-about 1365 FLOP/byte, compute-bound; the decode GEMV at about 1, memory-bound),
-seed 003 (ridge 295; exercise 1, a 4096 x 4096 GEMM at batch 1 is memory-bound;
-its "0.5" intensity is wrong), seed 004 (horizontal vs vertical moves; the % of
-roofline bands) and scaling-book's GPU chapter, quiz 1 question 7 (c = a + b over
-2^30 FP32 elements on an H100: about 3.84 ms predicted, 4.1 ms measured).
+Oracles: jax-ml/scaling-book's GPU chapter (quiz 1: the H100's peak fp16 matmul
+intensity 990e12 / 3.35e12 = 295 and 590 in FP8; question 7, c = a + b over 2^30
+FP32 elements on an H100: about 3.84 ms predicted, 4.1 ms measured; "H100s and B200s
+can usually only achieve around 80-85% of the claimed peak FLOPs", All About
+Rooflines), NVIDIA's H100 datasheet (989 dense BF16, 3.35 TB/s; the headline 1,979 is
+2:4 sparse), and the H200 measurements shipped with roofkit
+(roofkit/data/measured/h200-2026-11-30/oracle.json: real GEMMs that take longer than
+T_math + T_mem at the datasheet roofs).
 """
 
 import pytest
@@ -18,10 +20,10 @@ H100 = hardware.get("h100")
 
 
 
-def test_ridges_match_seed_000_and_seed_003():
-    assert key("l03.ridge-bf16") == pytest.approx(295, abs=1)  # seed 003: 295; seed 000: 296
-    assert key("l03.ridge-fp8") == pytest.approx(591, abs=1)  # seed 000: 591
-    # seed 000 rounds the peak to 9.9e14 before dividing: 295.5, which it writes as 296
+def test_ridges_match_the_published_ones():
+    assert key("l03.ridge-bf16") == pytest.approx(295, abs=1)  # scaling-book: 990e12 / 3.35e12 = 295
+    assert key("l03.ridge-fp8") == pytest.approx(590, abs=1)  # scaling-book: 590
+    # rounding the peak to 9.9e14 before dividing gives 295.5, which some write as 296
     assert roofline.ridge_point(9.9e14, 3.35e12) == pytest.approx(295.5, abs=0.05)
     assert quiz.judge(quiz.get("l03.ridge-bf16"), 296).correct
     assert quiz.judge(quiz.get("l03.ridge-bf16"), "296 FLOP/byte").correct
@@ -38,7 +40,7 @@ def test_the_sparse_peak_gives_a_ridge_twice_too_large():
     assert quiz.judge(quiz.get("l03.ridge-bf16"), "295 TFLOP/s").misconception == "unit"
 
 
-def test_seed_000_quiz_gemm_compute_bound_gemv_memory_bound():
+def test_the_classic_quiz_gemm_compute_bound_gemv_memory_bound():
     big = roofline.analyze(formulas.gemm(4096, 4096, 4096, "bf16"), "h100", "bf16")
     assert big.intensity == pytest.approx(1365, abs=1) and big.bound == "compute"
     assert big.time_s == pytest.approx(139e-6, rel=0.01) and big.time_upper_s == pytest.approx(169e-6, rel=0.01)
@@ -46,16 +48,51 @@ def test_seed_000_quiz_gemm_compute_bound_gemv_memory_bound():
     assert gemv.intensity == pytest.approx(1, rel=1e-3) and gemv.bound == "memory"
 
 
-def test_pessimistic_bound_is_the_sum_and_the_max_is_recognised():
-    n = 8192
-    placed = roofline.analyze(formulas.gemm(n, n, n, "bf16"), "h100", "bf16")
-    assert key("l03.gemm-time-upper") == pytest.approx((placed.t_math_s + placed.t_mem_s) * 1e6)
-    # 2 * 8192^3 / 989e12 = 1111.7 µs of math, 3 * 8192^2 * 2 / 3.35e12 = 120.2 µs of memory
-    assert key("l03.gemm-time-upper") == pytest.approx(1111.7 + 120.2, rel=1e-3)
+def _measured(label):
+    from roofkit.measure.layers import shipped
+
+    return next(c["time_s"] for c in shipped("oracle.json")["cases"] if c["label"] == label)
+
+
+def test_real_gemms_take_longer_than_the_datasheet_sum():
+    """Issue 10: T_math + T_mem at the datasheet roofs is not a ceiling; at the achievable roofs it brackets."""
+    h200 = hardware.get("h200")
+    for n in (4096, 8192):
+        cost = formulas.gemm(n, n, n, "bf16")
+        measured = _measured(f"gemm bf16 {n}^3")
+        low, high = roofline.time_bounds(cost.flops, cost.bytes, h200.peak("bf16"), h200.bandwidth)
+        assert low < measured and high < measured  # the max holds; the datasheet sum is beaten
+        low, high = roofline.time_bounds(cost.flops, cost.bytes, h200.peak("bf16", achievable=True),
+                                         h200.memory_bandwidth(achievable=True))
+        assert low <= measured <= high
+    # the 4096^3 GEMM ran at about 79% of the datasheet peak: within scaling-book's "80-85%" band, give or take
+    assert 0.75 < formulas.gemm(4096, 4096, 4096).flops / _measured("gemm bf16 4096^3") / h200.peak("bf16") < 0.85
+
+
+def test_the_190_us_gemm_is_strong_and_above_the_datasheet_sum():
+    """The lesson's 190 µs H100 GEMM: 73% of the roof (strong), yet longer than T_math + T_mem at the
+    datasheet roofs (169 µs); no contradiction once the sum is not called a ceiling."""
+    big = roofline.analyze(formulas.gemm(4096, 4096, 4096, "bf16"), "h100", "bf16")
+    pct = roofline.percent_of_roofline(big.flops / 190e-6, big.intensity, H100.peak("bf16"), H100.bandwidth)
+    assert 70 < pct < 75 and big.time_upper_s < 190e-6
+    assert big.flops / 190e-6 / H100.peak("bf16", achievable=True) == pytest.approx(0.91, abs=0.01)
+
+
+def test_achievable_sum_and_its_misconceptions():
+    h200, n = hardware.get("h200"), 8192
+    cost = formulas.gemm(n, n, n, "bf16")
+    t_math, t_mem = cost.flops / 800.9e12, cost.bytes / 4.271e12  # the H200's measured figures (oracle)
+    assert key("l03.gemm-time-upper") == pytest.approx((t_math + t_mem) * 1e6, rel=1e-9)
+    # 2 * 8192^3 / 800.9e12 = 1372.8 µs of math, 3 * 8192^2 * 2 / 4.271e12 = 94.3 µs of memory
+    assert key("l03.gemm-time-upper") == pytest.approx(1372.8 + 94.3, rel=1e-3)
+    assert _measured("gemm bf16 8192^3") * 1e6 < key("l03.gemm-time-upper")  # the real kernel beat it
     question = quiz.get("l03.gemm-time-upper")
-    assert quiz.judge(question, "1.232 ms").correct
-    assert quiz.judge(question, placed.time_s * 1e6).misconception == "optimistic-bound"
-    assert quiz.judge(question, placed.t_mem_s * 1e6).misconception == "memory-time-only"
+    assert quiz.judge(question, "1.467 ms").correct
+    assert quiz.judge(question, t_math * 1e6).misconception == "optimistic-bound"
+    assert quiz.judge(question, t_mem * 1e6).misconception == "memory-time-only"
+    datasheet = roofline.analyze(cost, "h200", "bf16").time_upper_s * 1e6
+    assert quiz.judge(question, datasheet).misconception == "datasheet-roofs"
+    assert h200.has_achievable("bandwidth") and h200.has_achievable("fp8")  # every variant has its roofs
 
 
 def test_more_flops_do_not_speed_up_a_memory_bound_kernel():
@@ -73,21 +110,27 @@ def test_batching_moves_the_point_horizontally():
     assert key("l03.batch-move") == "horizontal"
     assert key("l03.batch-move", batch=1) == "vertical"  # no batching, no move along the intensity axis
     assert quiz.judge(quiz.get("l03.batch-move"), "vertical").misconception == "batching-is-vertical"
-    # seed 004: fusion and lower-precision storage are horizontal moves too
+    # fusion and lower-precision storage are horizontal moves too
     chain = fusion.chain(["bias_add", "gelu"], n=2**20)
     assert chain.fused.intensity == pytest.approx(2 * chain.unfused.intensity)
     assert formulas.gemv(4096, 4096, "fp8").intensity == pytest.approx(2 * formulas.gemv(4096, 4096, "bf16").intensity)
 
 
-def test_seed_003_exercise_1_and_its_wrong_intensity():
+def test_exercise_1_batch_1_is_memory_bound():
     assert key("l03.ex-batch1-bound") == "memory"
     assert key("l03.ex-batch1-bound", batch=512) == "compute"  # past the decode crossing batch
-    # seed 003 writes 4096 / (1 + 4096 + 4096) ~ 0.5; at 2 bytes per element it is about 1
     intensity = formulas.gemm(1, 4096, 4096, "bf16").intensity
     assert intensity == pytest.approx(1.0, rel=1e-3)
-    seed_003 = 4096 / (1 + 4096 + 4096)
-    assert seed_003 == pytest.approx(0.5, rel=1e-3) and intensity / seed_003 == pytest.approx(2, rel=1e-3)
     assert quiz.judge(quiz.get("l03.ex-batch1-bound"), "compute").misconception == "big-matrix-is-compute-bound"
+
+
+def test_the_lesson_no_longer_repeats_the_half_and_calls_no_datasheet_sum_a_ceiling():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "03-the-roofline.md").read_text("utf-8")
+    assert "4096 / (1 + 4096 + 4096)" not in text  # lesson 02 corrects it; 03 no longer repeats it
+    assert "should not take more than" not in text and "means something is wrong" not in text
+    assert "not a bound" in text and "achievable" in text
 
 
 def test_scaling_book_fp32_add_predicted_and_measured():
@@ -97,7 +140,7 @@ def test_scaling_book_fp32_add_predicted_and_measured():
     assert placed.time_s == pytest.approx(3.84e-3, rel=2e-3)  # scaling-book: "about 3.84ms"
     percent = key("l03.ex-add-percent")
     assert percent == pytest.approx(100 * placed.time_s / 4.1e-3, rel=1e-9)
-    assert 90 < percent < 95  # seed 004's top band: essentially optimal
+    assert 90 < percent < 95  # the top band of the rule of thumb: essentially optimal
     question = quiz.get("l03.ex-add-percent")
     assert quiz.judge(question, "93.8 %").correct
     assert quiz.judge(question, 0.938).misconception == "fraction-not-percent"
@@ -110,3 +153,11 @@ def test_the_lesson_uses_the_explorer():
 
     text = (Path(__file__).resolve().parent.parent / "lessons" / "03-the-roofline.md").read_text("utf-8")
     assert "roofline_explorer(" in text
+
+
+def test_no_hint_gives_the_library_call_that_computes_the_key():
+    calls = ("roofline.", "formulas.", "acc.", "hardware.", ".bandwidth", "sympy.", "roofkit.")
+    for question in quiz.questions("03"):
+        for hint in question.hints:
+            assert not any(call in hint for call in calls), (question.id, hint)
+            assert "{" not in hint, (question.id, hint)  # hints are not templates: no unfilled names

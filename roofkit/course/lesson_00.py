@@ -37,16 +37,19 @@ register(
         id="l00.bandwidth-units",
         lesson="00",
         kind="numeric",
-        prompt="What is the memory bandwidth of the {hw} in the catalog? Answer with a unit, e.g. in GB/s.",
-        params={"hw": "h100"},
-        variants={"hw": ("a100", "a10", "b200", "h100-pcie", "h200", "l4", "l40s", "mi300x", "mi325x", "t4",
-                         "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "v100")},
+        prompt=("Look up the memory bandwidth of the {hw} in roofkit's catalog. What is it? Answer with a unit, "
+                "e.g. in GB/s."),
+        params={"hw": "A100"},
+        variants={"hw": ("A10", "B200", "H100", "H100 PCIe", "H200", "L4", "L40S", "MI300X", "MI325X", "T4",
+                         "TPU v4", "TPU v5e", "TPU v5p", "TPU v6e", "V100")},
         key=lambda hw: hardware.get(hw).bandwidth,
         unit="byte/s",
         rtol=0.005,
         hints=(
-            "roofkit.hw(name).bandwidth is in bytes per second.",
-            "Write the number with its unit, such as '2000 GB/s'.",
+            "Look the accelerator up in the catalog the way this notebook looks up the H100 in its first cells, "
+            "then read its bandwidth figure.",
+            "The catalog stores bandwidth in bytes per second. Write the number with a unit, such as "
+            "'2000 GB/s' (1 GB = 10^9 bytes).",
         ),
         misconceptions=(
             Misconception("tb-vs-tib", "Datasheets use decimal units: 1 TB = 10^12 bytes, while 1 TiB = 2^40 bytes "

@@ -25,7 +25,7 @@ register(
         lesson="01",
         kind="numeric",
         prompt=("A linear layer computes y = x @ W with x of shape [{tokens}, {d_model}] and W of shape "
-                "[{d_model}, {d_ff}]. How many FLOPs does the matrix product cost?"),
+                "[{d_model}, {d_ff}] (M x K times K x N). How many FLOPs does the matrix product cost?"),
         params=dict(_LINEAR),
         variants={"tokens": (512, 1024, 4096, 8192), "d_ff": (11008, 13696, 14336, 16384)},
         key=lambda tokens, d_model, d_ff: _linear(tokens, d_model, d_ff).flops,
@@ -34,7 +34,8 @@ register(
         hints=(
             "Each element of y is a dot product of a row of x with a column of W. How long is it?",
             "A dot product of length K is K multiply-adds; y has M x N elements.",
-            "Each multiply-add is 2 FLOPs: the total is 2 x M x N x K with M = tokens, N = d_ff, K = d_model.",
+            "Each multiply-add is 2 FLOPs: the total is 2 x M x N x K, with M the rows of x, K its columns "
+            "(the rows of W) and N the columns of W.",
         ),
         misconceptions=(
             Misconception("mnk", "You counted each multiply-add once. An FMA is a multiply and an add, "
@@ -73,11 +74,62 @@ register(
         ),
     ),
     Question(
+        id="l01.reduction-flops",
+        lesson="01",
+        kind="numeric",
+        prompt=("A kernel sums each row of a matrix x of shape [{rows}, {cols}] (a reduction along the last axis), "
+                "writing one value per row. Counting one add per element, how many FLOPs does it do?"),
+        params={"rows": 8192, "cols": 4096},
+        variants={"rows": (1024, 3072, 6144, 12288), "cols": (1024, 2048, 8192, 14336)},
+        key=lambda rows, cols: formulas.reduction(rows, cols).flops,
+        unit="FLOP",
+        rtol=0.01,
+        hints=(
+            "What does the kernel do with each element of x?",
+            "Each element is added once into its row's running total. How many elements does x have?",
+        ),
+        misconceptions=(
+            Misconception("fma-in-a-sum", "A sum is adds only: one FLOP per element. There is no multiply, so no "
+                                          "multiply-add to count twice.", scale=2),
+            Misconception("one-per-row", "That is one FLOP per row. Each row's total needs one add for every "
+                                         "element of the row.",
+                          answer=lambda rows, cols: rows),
+            Misconception("rate-for-work", "That is a rate (FLOP/s); the question asks for a count of FLOPs.",
+                          unit=True),
+        ),
+    ),
+    Question(
+        id="l01.reduction-bytes",
+        lesson="01",
+        kind="numeric",
+        prompt=("The same row sum of x[{rows}, {cols}] in {dtype}, writing one {dtype} value per row. Under the "
+                "ideal traffic model, how many bytes cross HBM?"),
+        params={"rows": 8192, "cols": 4096, "dtype": "bf16"},
+        variants={"rows": (1024, 3072, 6144, 12288), "cols": (1024, 2048, 8192, 14336)},
+        key=lambda rows, cols, dtype: formulas.reduction(rows, cols, dtype).bytes,
+        unit="byte",
+        rtol=0.01,
+        hints=(
+            "What is read, and what is written? The output is one value per row of x.",
+            "Count the elements of x and of the output, then multiply by the bytes per element of the format.",
+        ),
+        misconceptions=(
+            Misconception("output-full-size", "You wrote an output as large as x, as an elementwise op would. A row "
+                                              "sum writes one value per row.",
+                          answer=lambda rows, cols, dtype: formulas.elementwise(rows * cols, 1, 1, 1, dtype).bytes),
+            Misconception("bits-not-bytes", "That is 8x too many: you counted bits. BF16 is 16 bits = 2 bytes.",
+                          scale=8),
+            Misconception("elements-not-bytes", "You counted elements. Multiply by the bytes per element of the "
+                                                "format.",
+                          answer=lambda rows, cols, dtype: formulas.reduction(rows, cols, 1).bytes),
+        ),
+    ),
+    Question(
         id="l01.achieved-rate",
         lesson="01",
         kind="numeric",
-        prompt=("Timed with CUDA events, a square matrix product of size {n} x {n} x {n} takes {ms} ms on "
-                "average. What FLOP rate did it achieve?"),
+        prompt=("Timed with CUDA events, a square matrix product of two n x n matrices, n = {n}, takes {ms} ms "
+                "on average. What FLOP rate did it achieve?"),
         params={"n": 8192, "ms": 1.6},
         variants={"n": (4096, 6144, 8192), "ms": (1.4, 1.6, 2.1, 2.7, 3.4)},
         key=lambda n, ms: formulas.gemm(n, n, n).flops / (ms / 1000),
@@ -110,7 +162,7 @@ register(
         rtol=0.01,
         hints=(
             "fvcore's unit is the multiply-add, not the FLOP.",
-            "How many multiply-adds does an M x N x K matrix product perform?",
+            "How many multiply-adds does x @ W perform? One per element of y per column of x.",
         ),
         misconceptions=(
             Misconception("reported-flops", "That is the count in FLOPs (2 per multiply-add), what PyTorch's "
@@ -160,7 +212,8 @@ register(
         hints=(
             "Count each kernel on its own: what it reads and what it writes. Then add the three.",
             "h is written by the first kernel and read by GELU; g is written by GELU and read by the last kernel.",
-            "Each intermediate of T x d_ff elements crosses HBM twice: once out, once back in.",
+            "Each intermediate (h, then g) has as many elements as x @ W_up and crosses HBM twice: once out, "
+            "once back in.",
         ),
         misconceptions=(
             Misconception("intermediates-free", "You counted the MLP as one fused kernel, with h and g never leaving "

@@ -64,8 +64,9 @@ register(
         id="l02.gelu",
         lesson="02",
         kind="numeric",
-        prompt=("An elementwise GELU reads a tensor of n elements in {dtype} and writes n back, doing about {f} "
-                "FLOPs per element. What is its arithmetic intensity? (Take n = {n}; does the answer depend on it?)"),
+        prompt=("An elementwise GELU reads a tensor of n elements in {dtype} (b bytes each) and writes n back, "
+                "doing f = {f} FLOPs per element. What is its arithmetic intensity? (Take n = {n}; does the answer "
+                "depend on it?)"),
         params={"n": 2**24, "f": formulas.GELU_FLOPS_PER_ELEMENT, "dtype": "fp16"},
         variants={"f": (5, 6, 8, 10, 12, 14)},
         key=lambda n, f, dtype: formulas.elementwise(n, f, 1, 1, dtype).intensity,
@@ -136,8 +137,8 @@ register(
         id="l02.gemv-decode",
         lesson="02",
         kind="numeric",
-        prompt=("A decode step at batch 1 multiplies x[1, {k}] by W[{k}, {n}] in {dtype} (a GEMV: M = 1). "
-                "What is its arithmetic intensity?"),
+        prompt=("A decode step at batch 1 multiplies x[1, K] by W[K, N] with K = {k} and N = {n}, in {dtype} "
+                "(a GEMV: M = 1). What is its arithmetic intensity?"),
         params={"n": 4096, "k": 4096, "dtype": "bf16"},
         key=lambda n, k, dtype: formulas.gemv(n, k, dtype).intensity,
         unit="FLOP/byte",
@@ -145,12 +146,13 @@ register(
         hints=(
             "Same 2MNK and (MK + KN + MN) b as any GEMM, with M = 1.",
             "Which of the three matrices dominates the traffic?",
-            "FLOPs 2NK; bytes about KN b, the weight matrix.",
+            "FLOPs 2NK; bytes about KN b, the weight matrix W. Divide.",
         ),
         misconceptions=(
-            Misconception("the-0.5", "About 0.5 is the figure a widely read source gives, and it is wrong: it "
-                                     "halves the answer (as counting MNK instead of 2MNK FLOPs also does). The "
-                                     "FLOPs are 2NK, and the weight matrix alone is NK elements of b bytes.",
+            Misconception("the-0.5", "About 0.5 is a common claim, and it is wrong by a factor of two: after "
+                                     "cancelling a factor of K from the ratio, the output's term is N/K (about 1), "
+                                     "not N. The FLOPs are 2NK, and the weight matrix alone is NK elements of b "
+                                     "bytes, so the ratio cannot be far from 2/b.",
                           answer=lambda n, k, dtype: k / (1 + k + n)),
             Misconception("elements-not-bytes", "You divided by elements: BF16 takes 2 bytes per element.",
                           answer=lambda n, k, dtype: formulas.gemv(n, k, 1).intensity),
@@ -161,8 +163,8 @@ register(
         id="l02.mlp-gemm",
         lesson="02",
         kind="numeric",
-        prompt=("An MLP up-projection runs on M = {m} tokens: x[{m}, {k}] @ W[{k}, {n}] in {dtype}. "
-                "What is its arithmetic intensity?"),
+        prompt=("An MLP up-projection runs on M = {m} tokens: x[M, K] @ W[K, N] with K = {k} and N = {n}, in "
+                "{dtype}. What is its arithmetic intensity?"),
         params={"m": 8192, "n": 32768, "k": 8192, "dtype": "bf16"},
         variants={"m": (1024, 2048, 4096, 8192, 16384), "n": (24576, 28672, 32768)},
         key=lambda m, n, k, dtype: formulas.gemm(m, n, k, dtype).intensity,
@@ -209,7 +211,7 @@ register(
         hints=(
             "Write the intensity from 2MNK and (MK + KN + MN) b with N = K = n.",
             "For large n, which term of the byte count dominates?",
-            "sympy.limit(expression, n, sympy.oo) does it for you.",
+            "Divide the FLOPs and the bytes by n^2 and let n grow: which terms survive?",
         ),
         misconceptions=(
             Misconception("slogan", "'Intensity is about the batch' holds at 2 bytes per element only: "

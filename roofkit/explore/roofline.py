@@ -6,12 +6,19 @@ shows a dropdown of the catalog's accelerators, a dropdown of the precisions
 the chosen one has, a dropdown of kernels, a slider over sizes on a log scale
 (powers of two and the sizes halfway between, 3 x 2^k), a label (CSS class
 ``roofkit-bound``) with the kernel's intensity, the ridge, the bound and the
-predicted time, and the roofline with the kernel on it (an Output, CSS class
-``roofkit-plot``). Every change recomputes through
-:func:`roofkit.roofline.analyze`::
+predicted times, and a figure (an Output, CSS class ``roofkit-plot``): the
+roofline with the kernel on it, and beside it the bars of T_math and T_mem
+(:func:`roofkit.diagrams.time_bars`), at the datasheet roofs and, where the
+catalog has both achievable figures, at the achievable roofs. Every change
+recomputes through :func:`roofkit.roofline.analyze`::
 
     I = FLOPs / bytes,   I* = P / B,   memory-bound when I < I*,
-    max(T_math, T_mem) <= time <= T_math + T_mem
+    T_math = F / P,   T_mem = Q / B,   time >= max(T_math, T_mem)  (datasheet P and B)
+
+The sum T_math + T_mem (no overlap) is shown beside the max. With datasheet
+roofs it is not a ceiling: real kernels reach only part of the datasheet peak,
+so a good large GEMM often takes longer than that sum. With the achievable
+roofs (the best measured rates) it is a pessimistic estimate for a good kernel.
 
 The kernels (:data:`KERNELS`), each a cost from :mod:`roofkit.formulas`:
 
@@ -37,7 +44,7 @@ from typing import Callable
 
 import ipywidgets as w
 
-from .. import dtypes, formulas, hardware
+from .. import diagrams, dtypes, formulas, hardware
 from .. import roofline as rl
 from ..errors import InvalidValue, UnknownName
 from ..units import size as _size
@@ -125,7 +132,11 @@ def explorer_state(accelerator="h100", precision="bf16", kernel="gemm", size=409
     ``kernel``, ``size``, ``label`` (e.g. 'GEMM n=4096'), ``flops``, ``bytes``,
     ``intensity``, ``ridge``, ``bound`` ('memory' or 'compute'),
     ``attainable_flops_per_s``, ``t_math_s``, ``t_mem_s``, ``time_s`` (the
-    optimistic bound max(T_math, T_mem)), ``time_upper_s`` (T_math + T_mem) and
+    lower bound max(T_math, T_mem) at the datasheet roofs), ``time_upper_s``
+    (T_math + T_mem at the datasheet roofs: no overlap, not a ceiling),
+    ``achievable`` (None, or a dict of ``t_math_s``, ``t_mem_s``, ``time_s``
+    and ``time_upper_s`` at the catalog's achievable roofs, where it has both
+    a measured matmul rate in this precision and a measured bandwidth) and
     ``summary`` (one line of text).
 
     >>> s = explorer_state("h100", "bf16", "gemm", 4096)
@@ -144,10 +155,19 @@ def explorer_state(accelerator="h100", precision="bf16", kernel="gemm", size=409
         "kernel": str(kernel).strip().lower(), "size": n, "label": spec.label(n),
         **{k: v for k, v in placed.to_dict().items() if k not in ("accelerator", "precision")},
     }
+    state["achievable"] = None
+    if acc.has_achievable(p) and acc.has_achievable("bandwidth"):
+        t_math, t_mem = state["flops"] / acc.peak(p, achievable=True), state["bytes"] / acc.memory_bandwidth(True)
+        low, high = rl.time_bounds(state["flops"], state["bytes"], acc.peak(p, achievable=True),
+                                   acc.memory_bandwidth(achievable=True))
+        state["achievable"] = {"t_math_s": t_math, "t_mem_s": t_mem, "time_s": low, "time_upper_s": high}
+    measured = (f"; achievable roofs {_duration(state['achievable']['time_s'])} to "
+                f"{_duration(state['achievable']['time_upper_s'])}" if state["achievable"] else "")
     state["summary"] = (
         f"{_short(acc)}, {p}, {state['label']}: intensity {state['intensity']:.4g} FLOP/byte, "
         f"ridge {_per_byte(state['ridge'])} FLOP/byte, {state['bound']}-bound, "
-        f"≥ {_duration(state['time_s'])} (≤ {_duration(state['time_upper_s'])} without overlap)"
+        f"≥ {_duration(state['time_s'])} (datasheet roofs; {_duration(state['time_upper_s'])} with no overlap)"
+        f"{measured}"
     )
     return state
 
@@ -156,7 +176,7 @@ def summary(accelerator="h100", precision="bf16", kernel="gemm", size=4096) -> s
     """The explorer's state as one line of text.
 
     >>> print(summary())
-    H100 SXM5 80GB, bf16, GEMM n=4096: intensity 1365 FLOP/byte, ridge 295 FLOP/byte, compute-bound, ≥ 139 µs (≤ 169 µs without overlap)
+    H100 SXM5 80GB, bf16, GEMM n=4096: intensity 1365 FLOP/byte, ridge 295 FLOP/byte, compute-bound, ≥ 139 µs (datasheet roofs; 169 µs with no overlap)
     """
     return explorer_state(accelerator, precision, kernel, size)["summary"]
 
@@ -171,20 +191,42 @@ def _html(state: dict) -> str:
         ("ridge I*", f"{_per_byte(state['ridge'])} FLOP/byte"),
         ("bound", f"<b style='color:{colour}'>{state['bound']}-bound</b> (I {side} I*)"),
         ("attainable", f"{state['attainable_flops_per_s'] / 1e12:.4g} TFLOP/s"),
-        ("T_math, T_mem", f"{_duration(state['t_math_s'])}, {_duration(state['t_mem_s'])}"),
-        ("predicted time", f"<b>≥ {_duration(state['time_s'])}</b> (≤ {_duration(state['time_upper_s'])} "
-                           "if math and memory do not overlap)"),
+        ("T_math, T_mem", f"{_duration(state['t_math_s'])}, {_duration(state['t_mem_s'])} (datasheet roofs)"),
+        ("lower bound", f"<b>≥ {_duration(state['time_s'])}</b>: max(T_math, T_mem), perfect overlap"),
+        ("no overlap", f"{_duration(state['time_upper_s'])}: T_math + T_mem at the datasheet roofs, not a ceiling "
+                       "(real kernels run below the datasheet peak)"),
     ]
+    ach = state["achievable"]
+    if ach:
+        rows.append(("achievable roofs", f"{_duration(ach['time_s'])} (overlap) to {_duration(ach['time_upper_s'])} "
+                                         "(no overlap), at the best rates measured on this chip"))
+    else:
+        rows.append(("achievable roofs", "none in the catalog for this chip and precision"))
     cells = "".join(f"<tr><td style='padding-right:1em;color:#555'>{html.escape(k)}</td><td>{v}</td></tr>"
                     for k, v in rows)
     return f"<b>{html.escape(state['accelerator'])}</b><table>{cells}</table>"
 
 
 def _figure(state: dict):
+    """The roofline with the kernel on it, and beside it the bars of T_math and T_mem."""
+    from matplotlib.figure import Figure
+
     spec = KERNELS[state["kernel"]]
     cost = spec.cost(state["size"], state["precision"])
-    return rl.plot([state["accelerator_key"]], [state["precision"]], kernels=[(state["label"], cost)],
-                   xlim=XLIM)
+    fig = Figure(figsize=(13, 5.2), layout="constrained")
+    roof_ax, bars_ax = fig.subplots(1, 2, width_ratios=(1.75, 1))
+    acc, ach = hardware.get(state["accelerator_key"]), state["achievable"]
+    roofs = [rl.Roof("achievable (measured)", acc.peak(state["precision"], achievable=True),
+                     acc.memory_bandwidth(achievable=True))] if ach else []
+    below = (10, 5) if state["bound"] == "compute" else None  # right of the dot, clear of the ridge label
+    kernel = rl.Kernel(state["label"], cost.intensity, label_offset=below)
+    rl.plot([acc.key], [state["precision"]], kernels=[kernel], roofs=roofs, xlim=XLIM, ax=roof_ax,
+            title=f"Roofline: {_short(acc)} ({state['precision'].upper()})")
+    rows = [("datasheet roofs", state["t_math_s"], state["t_mem_s"])]
+    if ach:
+        rows.append(("achievable roofs", ach["t_math_s"], ach["t_mem_s"]))
+    diagrams.time_bars(rows, ax=bars_ax, title=f"{state['label']}: time")
+    return fig
 
 
 def _png(fig, dpi=72) -> bytes:
