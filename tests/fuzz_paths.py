@@ -317,3 +317,169 @@ def cli_outcome(argv: list[str]) -> tuple[int, str, str]:
 
 
 _add("command line: every command and option", make_argv, cli_outcome, cli=True)
+
+
+# --- the classroom's inputs: rosters, releases, submitted notebooks, answer records ----------------
+
+_ROSTER_CELLS = ["id", "student", "name", "email", "s1", "s2", "ada", "a@b.c", "", " ", "x" * 70, "-bad", "é", "1,2",
+                 '"quoted"', "s1", "section", "canvas_id", "\x00", "../etc", "α"]
+
+
+def make_roster(rng: random.Random) -> str:
+    rows = []
+    for _ in range(rng.randrange(0, 6)):
+        rows.append(",".join(_pick(rng, _ROSTER_CELLS) for _ in range(rng.randrange(1, 4))))
+    text = "\n".join(rows)
+    return mutate(rng, text) if text and rng.random() < 0.2 else text
+
+
+def _roster(text):
+    from roofkit.grading import variants
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "roster.csv"
+        path.write_text(text, encoding="utf-8")
+        return variants.read_roster(path), variants.read_people(path)
+
+
+_RELEASE: dict[str, object] = {}
+
+
+def _release_folder() -> Path:
+    """One real release of lesson 00 for two students, made once per process."""
+    if "folder" not in _RELEASE:
+        from roofkit.grading import assign
+
+        folder = Path(tempfile.mkdtemp(prefix="roofkit-fuzz-"))
+        (folder / "roster.csv").write_text("id\ns1\ns2\n", encoding="utf-8")
+        root = Path(__file__).resolve().parent.parent
+        with contextlib.redirect_stdout(io.StringIO()):
+            assign.main(["00"], name="fuzz", out=folder / "release", roster=folder / "roster.csv",
+                        secret_file=folder / "secret.txt", root=root)
+        _RELEASE["folder"] = folder
+        _RELEASE["manifest"] = json.loads((folder / "release" / "assignment.json").read_text(encoding="utf-8"))
+    return _RELEASE["folder"]
+
+
+def _junk(rng: random.Random):
+    return _pick(rng, [None, 0, -1, "x", "", [], {}, [1, "a"], {"id": 3}, True, 1e308, "../../etc/passwd",
+                       [{"id": "l00.fma-flops"}], [{"id": "nope", "points": "x"}], {"path": 5}])
+
+
+def make_manifest(rng: random.Random):
+    _release_folder()
+    data = json.loads(json.dumps(_RELEASE["manifest"]))
+    for _ in range(rng.randrange(1, 4)):
+        target = data
+        if isinstance(data.get("questions"), list) and data["questions"] and rng.random() < 0.5:
+            target = _pick(rng, data["questions"])
+            if not isinstance(target, dict):
+                continue
+        if not target:
+            continue
+        key = _pick(rng, list(target) + ["bank", "extra"])
+        if rng.random() < 0.3:
+            target.pop(key, None)
+        else:
+            target[key] = _junk(rng)
+    return data if rng.random() > 0.05 else _junk(rng)
+
+
+def _manifest(data):
+    from roofkit.grading import assign, grade, variants
+
+    folder = _release_folder()
+    with tempfile.TemporaryDirectory() as scratch:
+        release = Path(scratch) / "release"
+        release.mkdir()
+        (release / "template.ipynb").write_bytes((folder / "release" / "template.ipynb").read_bytes())
+        (release / "assignment.json").write_text(json.dumps(data), encoding="utf-8")
+        context = grade.Context(assign.read_release(release), variants.read_secret(folder / "secret.txt"))
+        return context.numbers("s1"), context.preamble("s1", context.questions)
+
+
+def make_submission(rng: random.Random) -> bytes:
+    folder = _release_folder()
+    student = folder / "release" / "students" / "s1"
+    notebook = next(student.glob("*.ipynb")).read_text(encoding="utf-8") if student.is_dir() else "{}"
+    choice = rng.random()
+    if choice < 0.1:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))
+    if choice < 0.3:
+        return mutate(rng, notebook[: rng.randrange(1, len(notebook) + 1)]).encode("utf-8", "replace")
+    data = json.loads(notebook)
+    cells_ = data.get("cells", [])
+    for _ in range(rng.randrange(1, 5)):
+        op = rng.random()
+        if op < 0.25 and cells_:
+            del cells_[rng.randrange(len(cells_))]
+        elif op < 0.5 and cells_:
+            cells_.insert(rng.randrange(len(cells_) + 1), dict(_pick(rng, cells_)))
+        elif op < 0.75 and cells_:
+            cell = _pick(rng, cells_)
+            cell[_pick(rng, ["source", "cell_type", "metadata", "id", "outputs"])] = _junk(rng)
+        else:
+            data[_pick(rng, ["cells", "metadata", "nbformat"])] = _junk(rng)
+    return json.dumps(data).encode("utf-8")
+
+
+def _context():
+    if "context" not in _RELEASE:
+        from roofkit.grading import assign, grade, variants
+
+        folder = _release_folder()
+        _RELEASE["context"] = grade.Context(assign.read_release(folder / "release"),
+                                            variants.read_secret(folder / "secret.txt"))
+        _RELEASE["expected"] = _RELEASE["context"].expected("s1")
+    return _RELEASE["context"]
+
+
+def _submission(raw: bytes):
+    """A handed-in file, read and compared with the notebook the student was given, as the grader does."""
+    from roofkit.grading import cells, grade
+
+    _context()
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "s1.ipynb"
+        path.write_bytes(raw)
+        nb, why = grade.load(path)
+        if nb is None:
+            return why
+        grade._self_questions(nb)
+        grade._reference(nb)
+        integrity = cells.compare(cells.locked_cells(_RELEASE["expected"]), nb.cells)
+        return integrity.to_dict(), integrity.problems()
+
+
+def make_records(rng: random.Random):
+    ids = [q.id for q in _questions()]
+    records = []
+    for index in range(rng.randrange(0, 6)):
+        record = {"roofkit_answer": _pick(rng, [1, 1, 1, 2, "1", None]), "id": _pick(rng, ids + ["nope", 3, None]),
+                  "answer": random_value(rng), "params": _pick(rng, ["", "abc", None, 3])}
+        if rng.random() < 0.2:
+            record.pop(_pick(rng, list(record)))
+        if rng.random() < 0.1:
+            record["source"] = _pick(rng, ["def f(x):\n    return x", 3, None, "import os"])
+        records.append((index, record if rng.random() > 0.05 else _junk(rng)))
+    return records, set(rng.sample(ids, min(len(ids), rng.randrange(0, 20))))
+
+
+def _records(value):
+    """What a kernel printed as answer records, picked and judged the way the grader does."""
+    from roofkit import quiz
+    from roofkit.grading import grade, score
+
+    records, wanted = value
+    chosen, _, _ = grade._pick(records, set(), wanted)
+    for qid, (_, record) in chosen.items():
+        question = quiz.get(qid)
+        if question.kind != "code":
+            score.judge_answer(question, record.get("answer"))
+    return chosen
+
+
+_add("rosters (CSV)", make_roster, _roster)
+_add("releases: assignment.json", make_manifest, _manifest)
+_add("submitted notebooks", make_submission, _submission)
+_add("answer records a kernel prints", make_records, _records)

@@ -287,6 +287,56 @@ def _write(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
+def _check_manifest(manifest, path: Path) -> None:
+    """A manifest as `roofkit assign` writes it, or one clear error: an instructor may have edited it by hand."""
+    from .. import quiz
+
+    def bad(what: str):
+        return InvalidValue(f"{str(path)!r} is not a manifest `roofkit assign` wrote: {what}. "
+                            "Make the release again with `roofkit assign`.")
+
+    if not isinstance(manifest, dict):
+        raise bad("it is not a JSON object")
+    if not isinstance(manifest.get("name"), str) or not manifest["name"]:
+        raise bad("'name' must be the assignment's name")
+    questions = manifest.get("questions")
+    if not isinstance(questions, list) or not questions:
+        raise bad("'questions' must be a list of questions")
+    for q in questions:
+        if not (isinstance(q, dict) and isinstance(q.get("id"), str) and isinstance(q.get("lesson"), str)
+                and q.get("kind") in quiz.KINDS and isinstance(q.get("points"), (int, float))
+                and not isinstance(q.get("points"), bool) and q["points"] >= 0):
+            raise bad(f"each question needs an id, a lesson, a kind ({', '.join(quiz.KINDS)}) and points; "
+                      f"got {str(q)[:80]}")
+    students = manifest.get("students")
+    if students is not None and not (isinstance(students, list) and all(isinstance(x, str) for x in students)):
+        raise bad("'students' must be a list of student ids")
+    for key, kind in (("people", dict), ("public", dict), ("bank", dict), ("secret_fingerprint", str)):
+        if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+            raise bad(f"'{key}' must be a {'JSON object' if kind is dict else 'text'}")
+    bank = manifest.get("bank") or {}
+    private = set(bank.get("questions") or []) if isinstance(bank.get("questions"), list) else set()
+    if bank and (not isinstance(bank.get("questions"), list) or not isinstance(bank.get("path"), (str, type(None)))):
+        raise bad("'bank' must name its questions and the bank's path")
+    known = {q.id for q in quiz.questions()}
+    for q in questions:
+        if q["id"] not in known and q["id"] not in private:
+            raise bad(f"question {q['id'][:40]!r} is neither in the course nor in the release's private bank")
+    for qid, entry in (manifest.get("public") or {}).items():
+        ok = (isinstance(entry, dict) and isinstance(entry.get("prompt"), str) and isinstance(entry.get("params"), dict)
+              and isinstance(entry.get("points", 0), (int, float))
+              and isinstance(entry.get("combinations", []), list)
+              and all(isinstance(c, dict) for c in entry.get("combinations", []))
+              and all(isinstance(h, str) for h in (entry.get("hints") or [])))
+        if ok:
+            try:
+                entry["prompt"].format(**entry["params"])
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError):
+                ok = False
+        if not ok:
+            raise bad(f"what it records of {str(qid)[:40]!r} (prompt, numbers, variants, hints) is malformed")
+
+
 class Release:
     """A release folder as the grader reads it: manifest, template, roster."""
 
@@ -300,6 +350,7 @@ class Release:
         except (OSError, ValueError) as error:
             raise InvalidValue(f"{str(self.folder)!r} is not a release made by `roofkit assign` "
                                f"({MANIFEST} and {TEMPLATE} are needed): {error}") from None
+        _check_manifest(self.manifest, self.folder / MANIFEST)
         self.name = self.manifest["name"]
         self.students = self.manifest.get("students")
 
