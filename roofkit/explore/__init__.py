@@ -1,6 +1,6 @@
 """Interactive explorers (ipywidgets) for the lessons, each with a static rendering.
 
-    roofline_explorer()     accelerators, precision, kernel and size sliders: the dot moves
+    roofline_explorer()     accelerators, precision, kernel and size sliders: the dot moves, T_math and T_mem bars beside it
     format_explorer()       type a value, see its bits and rounded value in every format
     training_calculator()   N, D, MFU, GPUs, price -> FLOPs, GPU-hours, days, dollars
     parallel_explorer()     model, GPUs, TP/PP/ZeRO sliders -> memory per GPU, step-time bars, MFU
