@@ -159,3 +159,15 @@ def test_quiz_hint_gives_each_hint_and_refuses_one_that_does_not_exist(capsys):
     assert code == 2 and f"hints 1 to {len(question.hints)}" in err and len(err.strip().splitlines()) == 1
     code, _, err = run(capsys, "quiz", "hint", question.id, "0")
     assert code == 2 and "at least 1" in err
+
+
+def test_hw_show_prints_achievable_roofs_per_sm_sizes_and_clocks_from_the_catalog(capsys):
+    h100 = hardware.get("h100")
+    code, out, _ = run(capsys, "hw", "show", "h100")
+    assert code == 0
+    share = h100.peak("bf16", achievable=True) / h100.peak("bf16")
+    assert f"({share:.0%})" in out and "achievable" in out
+    assert f"registers {h100.register_file_bytes / 1024:g} KiB" in out
+    assert "tensor" in out and "boost" in out
+    code, out, _ = run(capsys, "hw", "show", "t4")
+    assert code == 0 and "achievable" not in out and "per SM" not in out

@@ -21,14 +21,25 @@ def cmd_show(args) -> None:
     data = acc.to_dict()
     data["name"] = acc.name
     rows = [("name", f"{acc.name} ({acc.key})"), ("bandwidth", human(acc.bandwidth, "B/s"))]
+    if acc.achievable_bandwidth:
+        rows.append(("bandwidth, achievable", human(acc.achievable_bandwidth, "B/s")))
     if acc.memory_bytes:
-        rows.append(("memory", human(acc.memory_bytes, "B")))
+        rows.append(("memory", human(acc.memory_bytes, "B") + (f" {acc.memory_type}" if acc.memory_type else "")))
     if acc.l2_bytes:
         rows.append(("L2 / last-level cache", human(acc.l2_bytes, "B")))
     if acc.compute_units:
         rows.append((f"{acc.compute_unit_name}s", str(acc.compute_units)))
+    per_unit = [(label, value) for label, value in (("registers", acc.register_file_bytes),
+                                                    ("L1 + shared memory", acc.l1_shared_bytes)) if value]
+    if per_unit:
+        rows.append((f"per {acc.compute_unit_name}", ", ".join(f"{label} {v / 1024:g} KiB" for label, v in per_unit)))
+    if acc.clocks:
+        rows.append(("clocks", ", ".join(f"{name} {human(hz, 'Hz')}" for name, hz in acc.clocks.items())))
     for precision, peak in acc.peak_flops.items():
-        rows.append((f"peak {precision} (dense)", f"{human(peak, 'FLOP/s')}   ridge {acc.ridge(precision):.1f} FLOP/byte"))
+        achievable = acc.achievable_flops.get(precision)
+        extra = f"   achievable {human(achievable, 'FLOP/s')} ({achievable / peak:.0%})" if achievable else ""
+        rows.append((f"peak {precision} (dense)",
+                     f"{human(peak, 'FLOP/s')}   ridge {acc.ridge(precision):.1f} FLOP/byte{extra}"))
     lines = table(rows) + ["", "sources:"]
     by_source: dict[str, list[str]] = {}
     for figure, source in acc.sources.items():
