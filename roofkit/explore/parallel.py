@@ -25,11 +25,11 @@ the starting figure, carried as a PNG).
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 
 import ipywidgets as w
+
+from ._box import FigureBox
 
 from .. import hardware, links, models, parallel
 from ..errors import InvalidValue, RoofkitError
@@ -149,27 +149,15 @@ def _figure(state: dict):
     return fig
 
 
-def _png(fig, dpi=72) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    return buffer.getvalue()
 
-
-class ParallelExplorer(w.VBox):
+class ParallelExplorer(FigureBox):
     """The explorer's box. ``.inputs`` maps each argument's name to its widget; ``.label`` (HTML) and
     ``.plot`` (Output) are its outputs; ``.state`` what they show.
 
     Its plain-text form is one line, and it carries the current figure as a PNG, so
     a notebook rendered without a live kernel shows the starting bars."""
 
-    def __repr__(self):
-        return "parallelism explorer (widgets: run the notebook live to move the sliders)"
-
-    def _repr_mimebundle_(self, **kwargs):
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = repr(self)
-        data["image/png"] = base64.b64encode(self._png).decode("ascii")
-        return data
+    text = "parallelism explorer (widgets: run the notebook live to move the sliders)"
 
 
 def _choice(value, options, name: str):
@@ -229,10 +217,7 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
     explorer.inputs, explorer.label, explorer.plot, explorer.state, explorer.seq = inputs, label, plot, state, seq
 
     def draw():
-        explorer._png = _png(_figure(explorer.state))
-        plot.outputs = ({"output_type": "display_data", "metadata": {},
-                         "data": {"image/png": base64.b64encode(explorer._png).decode("ascii"),
-                                  "text/plain": explorer.state["summary"]}},)
+        explorer.show(_figure(explorer.state), explorer.state["summary"])
 
     def update(_change=None):
         values = {name: widget.value for name, widget in inputs.items()}

@@ -36,13 +36,13 @@ numbers (and the starting figure, which the widget carries as a PNG).
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from dataclasses import dataclass
 from typing import Callable
 
 import ipywidgets as w
+
+from ._box import FigureBox
 
 from .. import diagrams, dtypes, formulas, hardware
 from .. import roofline as rl
@@ -229,11 +229,6 @@ def _figure(state: dict):
     return fig
 
 
-def _png(fig, dpi=72) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    return buffer.getvalue()
-
 
 def _powers(spec: KernelSpec, keep: int) -> list[tuple[str, int]]:
     """Powers of two and the sizes halfway between them on a log scale (3 x 2^k): 512, 768, 1024, ..."""
@@ -243,21 +238,14 @@ def _powers(spec: KernelSpec, keep: int) -> list[tuple[str, int]]:
     return [(_n(v), v) for v in values]
 
 
-class RooflineExplorer(w.VBox):
+class RooflineExplorer(FigureBox):
     """The explorer's box. ``.accelerator``, ``.precision``, ``.kernel``, ``.size`` are its
     inputs; ``.label`` (HTML) and ``.plot`` (Output) its outputs; ``.state`` what they show.
 
     Its plain-text form is one line, and it also carries the current figure as a
     PNG, so a notebook rendered without a live kernel shows the starting roofline."""
 
-    def __repr__(self):
-        return "roofline explorer (widgets: run the notebook live to move the dot)"
-
-    def _repr_mimebundle_(self, **kwargs):
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = repr(self)
-        data["image/png"] = base64.b64encode(self._png).decode("ascii")
-        return data
+    text = "roofline explorer (widgets: run the notebook live to move the dot)"
 
 
 def _precision_choice(acc, wanted: str) -> str:
@@ -303,10 +291,7 @@ def build_explorer(accelerator="h100", precision="bf16", kernel="gemm", size=409
 
     def draw():
         fig = _figure(explorer.state)
-        explorer._png = _png(fig)
-        plot.outputs = ({"output_type": "display_data", "metadata": {},
-                         "data": {"image/png": base64.b64encode(explorer._png).decode("ascii"),
-                                  "text/plain": explorer.state["summary"]}},)
+        explorer.show(fig, explorer.state["summary"])
 
     def update(_change=None):
         if busy:

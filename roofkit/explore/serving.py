@@ -26,11 +26,11 @@ the starting figure, carried as a PNG).
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 
 import ipywidgets as w
+
+from ._box import FigureBox
 
 from .. import dtypes, hardware, models
 from ..errors import InvalidValue, RoofkitError
@@ -154,26 +154,14 @@ def _figure(state: dict):
     return fig
 
 
-def _png(fig, dpi=72) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    return buffer.getvalue()
 
-
-class ServingExplorer(w.VBox):
+class ServingExplorer(FigureBox):
     """The explorer's box: ``.inputs`` (widgets by name), ``.label`` (HTML), ``.plot`` (Output), ``.state``.
 
     Its plain-text form is one line, and it carries the current figure as a PNG,
     so a notebook rendered without a live kernel shows the starting picture."""
 
-    def __repr__(self):
-        return "serving explorer (widgets: run the notebook live to change the batch, the GPUs, the precisions)"
-
-    def _repr_mimebundle_(self, **kwargs):
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        data["text/plain"] = repr(self)
-        data["image/png"] = base64.b64encode(self._png).decode("ascii")
-        return data
+    text = "serving explorer (widgets: run the notebook live to change the batch, the GPUs, the precisions)"
 
 
 def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16", kv_dtype="bf16", context=8192,
@@ -223,10 +211,7 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
     explorer.inputs, explorer.label, explorer.plot, explorer.state = inputs, label, plot, state
 
     def draw():
-        explorer._png = _png(_figure(explorer.state))
-        plot.outputs = ({"output_type": "display_data", "metadata": {},
-                         "data": {"image/png": base64.b64encode(explorer._png).decode("ascii"),
-                                  "text/plain": explorer.state["summary"]}},)
+        explorer.show(_figure(explorer.state), explorer.state["summary"])
 
     def update(_change=None):
         values = {name: widget.value for name, widget in inputs.items()}
