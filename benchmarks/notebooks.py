@@ -1,4 +1,4 @@
-"""Execution time of every solution notebook (target: each under 15 s, all under 90 s on 2 cores).
+"""Execution time of every solution notebook (target: each under 10 s, all under 90 s on 2 cores).
 
     python benchmarks/notebooks.py [--repeat 3]
 
@@ -70,7 +70,7 @@ def main() -> None:
         total, worst = total + best, max(worst, best)
         flag = "" if best < 15 else "  OVER 15 s"
         print(f"{path.name:<40} {best:8.2f}{flag}")
-    print(f"{'all solution notebooks':<40} {total:8.2f}  (target < 90 s; slowest {worst:.2f} s, target < 15 s)")
+    print(f"{'all solution notebooks':<40} {total:8.2f}  (target < 90 s; slowest {worst:.2f} s, target < 10 s)")
     if args.repeat > 1:
         print("outputs identical across runs" if not differ else f"outputs DIFFER across runs: {sorted(set(differ))}")
 
