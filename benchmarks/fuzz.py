@@ -1,6 +1,6 @@
 """Fuzz every input path of roofkit and print how many inputs each took and how many escaped.
 
-    .venv/bin/python benchmarks/fuzz.py            # about 110,000 inputs, a few minutes
+    .venv/bin/python benchmarks/fuzz.py            # about 127,000 inputs, 15-30 minutes on 2 cores
     .venv/bin/python benchmarks/fuzz.py --scale 0.1 --seed 7
 
 An input "escapes" when it raises anything but a RoofkitError (for the command
@@ -35,6 +35,10 @@ BUDGET = {
     "catalog files (TOML)": 4_000,
     "measurement profiles (JSON)": 4_000,
     "command line: every command and option": 8_000,
+    "rosters (CSV)": 4_000,
+    "releases: assignment.json": 3_000,
+    "submitted notebooks": 3_000,
+    "answer records a kernel prints": 6_000,
 }
 
 
