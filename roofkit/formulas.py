@@ -48,8 +48,12 @@ __all__ = [
     "rmsnorm", "layernorm", "softmax", "attention_naive_kernels", "attention_naive",
     "attention_fused", "attention_tile_bytes", "attention_pairs", "mlp_ops", "mlp", "kv_cache_bytes", "transformer_layer_ops", "transformer_layer",
     "transformer_layer_params", "symbolic", "SYMBOLS", "RMSNORM_FLOPS_PER_ELEMENT", "LAYERNORM_FLOPS_PER_ELEMENT",
-    "SOFTMAX_FLOPS_PER_ELEMENT", "GELU_FLOPS_PER_ELEMENT", "SILU_FLOPS_PER_ELEMENT",
+    "SOFTMAX_FLOPS_PER_ELEMENT", "GELU_FLOPS_PER_ELEMENT", "SILU_FLOPS_PER_ELEMENT", "FLOPS_PER_FMA",
 ]
+
+# An FMA (fused multiply-add, d = a*b + c) is one instruction but two floating-point
+# operations: the 2 in a GEMM's 2MNK and in a tensor core's peak.
+FLOPS_PER_FMA = 2
 
 # FLOPs per element of the non-GEMM ops. These are conventions, not measurements:
 # papers and tools disagree, and PyTorch's FlopCounterMode counts all of them as 0
@@ -165,8 +169,8 @@ def gemm(m, n, k, bytes_per_element=2, weight_bytes_per_element=None) -> Cost:
     """
     M, N, K, b = _size(m, "m"), _size(n, "n"), _size(k, "k"), _bytes(bytes_per_element)
     if weight_bytes_per_element is None:
-        return Cost(2 * M * N * K, (M * K + K * N + M * N) * b)
-    return Cost(2 * M * N * K, (M * K + M * N) * b + K * N * _storage_bytes(weight_bytes_per_element,
+        return Cost(FLOPS_PER_FMA * M * N * K, (M * K + K * N + M * N) * b)
+    return Cost(FLOPS_PER_FMA * M * N * K, (M * K + M * N) * b + K * N * _storage_bytes(weight_bytes_per_element,
                                                                             "weight_bytes_per_element"))
 
 

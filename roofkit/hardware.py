@@ -39,6 +39,7 @@ from pathlib import Path
 
 from . import dtypes
 from .errors import InvalidValue, RoofkitError, UnknownHardware, UnsupportedPrecision
+from .formulas import FLOPS_PER_FMA
 from .units import positive
 
 __all__ = ["Accelerator", "NoAchievableFigure", "get", "catalog", "names", "register", "load_file", "normalize"]
@@ -148,8 +149,7 @@ class Accelerator:
             raise InvalidValue(f"the catalog has no tensor-core parts for {key} on the {self.name}; it has them for: "
                                f"{', '.join(self.tensor_fma_per_clock) or 'no precision'}.")
         clock = self.clock("tensor") if clock_hz is None else positive(clock_hz, "clock_hz")
-        flops_per_fma = 2  # a multiply and an add
-        return self.compute_units * self.tensor_cores_per_unit * self.tensor_fma_per_clock[key] * flops_per_fma * clock
+        return self.compute_units * self.tensor_cores_per_unit * self.tensor_fma_per_clock[key] * FLOPS_PER_FMA * clock
 
     def has_achievable(self, figure: str) -> bool:
         """Whether the catalog holds an achievable figure: a precision ("bf16") or "bandwidth"."""

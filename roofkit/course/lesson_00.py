@@ -1,11 +1,8 @@
 """Lesson 00, start here: one question of each kind, to learn how checking works."""
 
 from .. import hardware
+from ..formulas import FLOPS_PER_FMA  # an FMA (d = a*b + c) is two FLOPs: a multiply and an add
 from ..quiz import Misconception, Question, register
-
-# An FMA (fused multiply-add, d = a*b + c) is one instruction but two floating-point
-# operations. roofkit's GEMM count 2MNK rests on this (roofkit.formulas.gemm).
-FLOPS_PER_FMA = 2
 
 
 def _n():

@@ -4,7 +4,7 @@ from .. import dtypes, formulas
 from ..quiz import Misconception, Question, register
 
 # One multiply-add is a 1 x 1 x 1 matrix product: 2 FLOPs in the course's convention.
-FLOPS_PER_FMA = formulas.gemm(1, 1, 1).flops
+FLOPS_PER_FMA = formulas.FLOPS_PER_FMA
 
 _LINEAR = {"tokens": 2048, "d_model": 4096, "d_ff": 14336}  # Llama-3-8B-sized MLP projection
 
