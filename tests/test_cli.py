@@ -6,19 +6,9 @@ import sys
 
 import pytest
 
-from roofkit import cli, hardware
+from roofkit import hardware
 
-
-def run(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *argv):
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from helpers import run, run_json
 
 
 def test_hw_list(capsys):

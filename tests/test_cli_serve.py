@@ -11,23 +11,13 @@ import sys
 
 import pytest
 
-from roofkit import cli, hardware, models
+from roofkit import hardware, models
 from roofkit.inference import latency
+
+from helpers import run, run_json
 
 CONTRACT = {"weights_bytes", "kv_bytes_per_token", "kv_bytes_per_sequence", "max_batch", "fits", "tpot_s",
             "ttft_s", "tokens_per_s", "reserve_bytes"}
-
-
-def run(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_json(capsys, *argv):
-    code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def test_llama_3_70b_on_an_8_gpu_h100_node(capsys):

@@ -199,7 +199,7 @@ def _submissions(release: Path, subs: Path, secret_path: Path, grades: Path, oth
     save("wrong", nb)
 
     nb = answered(release, "reader")  # tries to read the secret and other students' files
-    targets = [secret_path, subs / "good.ipynb", grades, release / "template.ipynb", f"/proc/{{os.getppid()}}/environ"]
+    targets = [secret_path, subs / "good.ipynb", grades, release / "template.ipynb", "/proc/{os.getppid()}/environ"]
     probe = ["import os", "def attempt(action):", "    try:", "        action()", "        return 'READ'",
              "    except Exception as error:", "        return type(error).__name__", "seen = []"]
     for target in targets:

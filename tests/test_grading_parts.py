@@ -8,9 +8,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import cli, quiz
+from roofkit import quiz
 from roofkit.errors import InvalidValue
 from roofkit.grading import cases, cells, execute, sandbox, score, variants
+
+from helpers import run
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = b"a-secret-for-the-tests-0123456789"
@@ -186,12 +188,6 @@ def test_a_hidden_path_inside_a_readable_folder_stays_hidden(tmp_path):
 
 
 # --- the command line ----------------------------------------------------------------------
-
-
-def run(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):

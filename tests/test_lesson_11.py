@@ -15,13 +15,10 @@ from roofkit import formulas, fusion, layertime, layerview, quiz, roofline
 from roofkit.measure import layers
 from roofkit.quiz import answer_key as key
 
+from helpers import verdict
+
 LLAMA3 = roofkit.model("llama-3-8b")
 GEMMS = ("qkv", "out", "mlp.up", "mlp.gate", "mlp.down")
-
-
-def verdict(qid, answer, **params):
-    question = quiz.get(qid)
-    return quiz.judge(question.with_params(**params) if params else question, answer)
 
 
 def test_bank_has_the_briefs_questions():

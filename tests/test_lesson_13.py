@@ -17,10 +17,7 @@ from roofkit import quiz
 from roofkit.inference import kvcache, latency, memory, paged, speculative
 from roofkit.quiz import answer_key as key
 
-
-def verdict(qid, answer, **params):
-    question = quiz.get(qid)
-    return quiz.judge(question.with_params(**params) if params else question, answer)
+from helpers import verdict
 
 
 def test_bank_has_the_issues_questions():

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from roofkit import cli, formulas, fusion, hardware, measure, roofline
-from roofkit.errors import InvalidValue, RoofkitError
+from roofkit.errors import InvalidValue
 from roofkit.measure import gpu, kernels, stream, system
 
 # Every size scaled from a pretend 256 KiB cache: the whole run takes a second or two.

@@ -8,8 +8,10 @@ import pytest
 import sympy
 from hypothesis import given, settings, strategies as st
 
-from roofkit import cli, comms, hardware, links, models, parallel, training
+from roofkit import comms, hardware, links, models, parallel, training
 from roofkit.errors import InvalidValue, RoofkitError
+
+from helpers import run
 
 
 # --- the pipeline bubble ------------------------------------------------------------------------
@@ -267,11 +269,6 @@ def test_expert_all_to_all():
 
 
 # --- the command line --------------------------------------------------------------------------------
-
-def run(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_parallel_json(capsys):

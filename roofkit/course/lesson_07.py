@@ -4,7 +4,7 @@ Every key is a computation through :mod:`roofkit.training` over the question's
 parameters; peaks come from the hardware catalog.
 """
 
-from .. import formulas, hardware, training
+from .. import hardware, training
 from ..quiz import Misconception, Question, register
 
 SECONDS_PER_DAY = 24 * 3600
