@@ -31,13 +31,13 @@ catalog's format): a laptop, or a profile saved by ``roofkit measure``.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from . import dtypes
+from .catalog import Catalog, normalize
 from .errors import InvalidValue, RoofkitError, UnknownHardware, UnsupportedPrecision
 from .formulas import FLOPS_PER_FMA
 from .units import positive
@@ -203,17 +203,6 @@ def _flag(value) -> bool:
     return value
 
 
-def normalize(name: str) -> str:
-    """The form names are compared in: lower case, no spaces, dashes or underscores.
-
-    Shared by every catalog (accelerators here, models in :mod:`roofkit.models`).
-    """
-    return re.sub(r"[\s_\-]+", "", name.lower())
-
-
-_norm = normalize
-
-
 def _check_types(where: str, table: dict) -> None:
     """Text fields hold text, lists hold text, tables are tables: a file written by hand may have anything."""
     for name in ("name", "vendor", "source", "compute_unit_name", "memory_type"):
@@ -309,59 +298,30 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     )
 
 
-_catalog: dict[str, Accelerator] | None = None
-_index: dict[str, str] = {}
-
-
 def _parse(document: dict) -> list[Accelerator]:
     sources = document.get("sources", {})
     return [_from_table(k, v, sources) for k, v in document.items() if k != "sources"]
 
 
-def _load() -> dict[str, Accelerator]:
-    global _catalog
-    if _catalog is None:
-        text = resources.files("roofkit").joinpath("data/hardware.toml").read_text(encoding="utf-8")
-        _catalog = {}
-        for accelerator in _parse(tomllib.loads(text)):
-            _add(accelerator)
-    return _catalog
+def _read() -> list[Accelerator]:
+    return _parse(tomllib.loads(resources.files("roofkit").joinpath("data/hardware.toml").read_text(encoding="utf-8")))
 
 
-def _add(accelerator: Accelerator, replace: bool = False) -> Accelerator:
-    assert _catalog is not None
-    if not replace:
-        for alias in (accelerator.key, accelerator.name, *accelerator.aliases):
-            owner = _index.get(_norm(alias))
-            if owner is not None and owner != accelerator.key:
-                raise InvalidValue(
-                    f"the name {alias!r} already belongs to {owner!r}; choose another name or alias "
-                    f"for {accelerator.key!r}, or pass replace=True."
-                )
-    _catalog[accelerator.key] = accelerator
-    for alias in (accelerator.key, accelerator.name, *accelerator.aliases):
-        _index[_norm(alias)] = accelerator.key
-    return accelerator
+CATALOG: Catalog[Accelerator] = Catalog(Accelerator, _read, UnknownHardware, "accelerator")
 
 
 def get(name: str | Accelerator) -> Accelerator:
     """The accelerator called ``name`` (or an alias); UnknownHardware lists the closest names."""
-    if isinstance(name, Accelerator):
-        return name
-    catalog_ = _load()
-    if isinstance(name, str) and _norm(name) in _index:
-        return catalog_[_index[_norm(name)]]
-    spellings = {alias: _index[_norm(alias)] for a in catalog_.values() for alias in (a.name, *a.aliases)}
-    raise UnknownHardware(name, catalog_, spellings)
+    return CATALOG.get(name)
 
 
 def catalog() -> list[Accelerator]:
     """Every accelerator, in catalog order (built-ins first, then registered ones)."""
-    return list(_load().values())
+    return CATALOG.entries()
 
 
 def names() -> list[str]:
-    return list(_load())
+    return CATALOG.keys()
 
 
 def register(entry: dict | Accelerator, key: str | None = None, replace: bool = False) -> Accelerator:
@@ -375,15 +335,14 @@ def register(entry: dict | Accelerator, key: str | None = None, replace: bool = 
     A key, name or alias that already belongs to another accelerator is refused
     unless ``replace=True``.
     """
-    _load()
     if isinstance(entry, Accelerator):
-        return _add(entry, replace)
+        return CATALOG.add(entry, replace)
     if not isinstance(entry, dict):
         raise InvalidValue(f"register() takes an Accelerator or a dict; got {type(entry).__name__}.")
-    key = key or _norm(entry.get("name", "")) or None
+    key = key or normalize(entry.get("name", "")) or None
     if not key:
         raise InvalidValue("register() needs a key or a 'name' for the new accelerator.")
-    return _add(_from_table(key, entry, {}), replace)
+    return CATALOG.add(_from_table(key, entry, {}), replace)
 
 
 def load_file(path: str | Path, replace: bool = False) -> list[Accelerator]:
@@ -395,5 +354,4 @@ def load_file(path: str | Path, replace: bool = False) -> list[Accelerator]:
         raise InvalidValue(f"No catalog file at {str(path)!r}.") from None
     except tomllib.TOMLDecodeError as error:
         raise InvalidValue(f"{str(path)!r} is not valid TOML: {error}.") from None
-    _load()
-    return [_add(a, replace) for a in _parse(document)]
+    return [CATALOG.add(a, replace) for a in _parse(document)]

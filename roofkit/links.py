@@ -30,8 +30,8 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from .catalog import Catalog
 from .errors import InvalidValue, RoofkitError, UnknownName
-from .hardware import normalize
 from .units import positive
 
 __all__ = ["Link", "UnknownLink", "MissingLink", "get", "catalog", "names", "for_accelerator", "check",
@@ -191,57 +191,40 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     )
 
 
-_catalog: dict[str, Link] | None = None
-_index: dict[str, str] = {}
 _accelerators: dict[str, tuple[str, ...]] = {}
 
 
-def _load() -> dict[str, Link]:
-    global _catalog
-    if _catalog is None:
-        text = resources.files("roofkit").joinpath("data/links.toml").read_text(encoding="utf-8")
-        document = tomllib.loads(text)
-        sources = document.pop("sources", {})
-        accelerators = document.pop("accelerators", {})
-        catalog_, index = {}, {}
-        for key, table in document.items():
-            link = _from_table(key, table, sources)
-            for spelling in (link.key, link.name, *link.aliases):
-                owner = index.setdefault(normalize(spelling), key)
-                if owner != key:
-                    raise InvalidValue(f"the name {spelling!r} belongs to both links {owner!r} and {key!r}.")
-            catalog_[key] = link
-        for link in catalog_.values():
-            if link.over is not None and link.over not in catalog_:
-                raise InvalidValue(f"link {link.key!r}: over = {link.over!r} is not a link in the catalog.")
-        for hw_key, keys in accelerators.items():
-            missing = [k for k in keys if k not in catalog_]
-            if missing:
-                raise InvalidValue(f"[accelerators] {hw_key}: unknown link(s) {missing}.")
-        _index.update(index)
-        _accelerators.update({k: tuple(v) for k, v in accelerators.items()})
-        _catalog = catalog_
-    return _catalog
+def _read() -> list[Link]:
+    document = tomllib.loads(resources.files("roofkit").joinpath("data/links.toml").read_text(encoding="utf-8"))
+    sources = document.pop("sources", {})
+    accelerators = document.pop("accelerators", {})
+    read = {key: _from_table(key, table, sources) for key, table in document.items()}
+    for link in read.values():
+        if link.over is not None and link.over not in read:
+            raise InvalidValue(f"link {link.key!r}: over = {link.over!r} is not a link in the catalog.")
+    for hw_key, keys in accelerators.items():
+        missing = [k for k in keys if k not in read]
+        if missing:
+            raise InvalidValue(f"[accelerators] {hw_key}: unknown link(s) {missing}.")
+    _accelerators.update({k: tuple(v) for k, v in accelerators.items()})
+    return list(read.values())
+
+
+CATALOG: Catalog[Link] = Catalog(Link, _read, UnknownLink, "link")
 
 
 def get(name: str | Link) -> Link:
     """The link called ``name`` (or an alias); UnknownLink lists the closest names."""
-    if isinstance(name, Link):
-        return name
-    catalog_ = _load()
-    if isinstance(name, str) and normalize(name) in _index:
-        return catalog_[_index[normalize(name)]]
-    spellings = {alias: link.key for link in catalog_.values() for alias in (link.name, *link.aliases)}
-    raise UnknownLink(name, catalog_, spellings)
+    return CATALOG.get(name)
 
 
 def catalog() -> list[Link]:
     """Every link, in catalog order."""
-    return list(_load().values())
+    return CATALOG.entries()
 
 
 def names() -> list[str]:
-    return list(_load())
+    return CATALOG.keys()
 
 
 def for_accelerator(hw) -> list[Link]:
@@ -249,8 +232,8 @@ def for_accelerator(hw) -> list[Link]:
     from .hardware import get as get_hw
 
     accelerator = get_hw(hw)
-    catalog_ = _load()
-    return [catalog_[k] for k in _accelerators.get(accelerator.key, ())]
+    CATALOG.entries()  # reads the catalog, and with it which accelerator has which links
+    return [CATALOG.get(k) for k in _accelerators.get(accelerator.key, ())]
 
 
 def check(hw, link) -> Link:

@@ -26,8 +26,8 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from .catalog import Catalog
 from .errors import InvalidValue, UnknownName
-from .hardware import normalize
 
 __all__ = ["Model", "UnknownModel", "get", "catalog", "names"]
 
@@ -273,46 +273,25 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
                  sources=cited, notes=tuple(table.get("notes", ())), **values)
 
 
-_catalog: dict[str, Model] | None = None
-_index: dict[str, str] = {}
+def _read() -> list[Model]:
+    document = tomllib.loads(resources.files("roofkit").joinpath("data/models.toml").read_text(encoding="utf-8"))
+    sources = document.pop("sources", {})
+    return [_from_table(key, table, sources) for key, table in document.items()]
 
 
-def _load() -> dict[str, Model]:
-    global _catalog
-    if _catalog is None:
-        text = resources.files("roofkit").joinpath("data/models.toml").read_text(encoding="utf-8")
-        document = tomllib.loads(text)
-        sources = document.pop("sources", {})
-        catalog_: dict[str, Model] = {}
-        index: dict[str, str] = {}
-        for key, table in document.items():
-            model = _from_table(key, table, sources)
-            for spelling in (model.key, model.name, *model.aliases):
-                owner = index.setdefault(normalize(spelling), key)
-                if owner != key:
-                    raise InvalidValue(f"the name {spelling!r} belongs to both {owner!r} and {key!r}.")
-            catalog_[key] = model
-        _index.update(index)
-        _catalog = catalog_
-    return _catalog
+CATALOG: Catalog[Model] = Catalog(Model, _read, UnknownModel, "model")
 
 
 def get(name: str | Model) -> Model:
     """The model called ``name`` (or an alias); UnknownModel lists the closest names."""
-    if isinstance(name, Model):
-        return name
-    catalog_ = _load()
-    if isinstance(name, str) and normalize(name) in _index:
-        return catalog_[_index[normalize(name)]]
-    spellings = {alias: m.key for m in catalog_.values() for alias in (m.name, *m.aliases)}
-    raise UnknownModel(name, catalog_, spellings)
+    return CATALOG.get(name)
 
 
 def catalog() -> list[Model]:
     """Every model, in catalog order."""
-    return list(_load().values())
+    return CATALOG.entries()
 
 
 def names() -> list[str]:
     """The catalog's keys."""
-    return list(_load())
+    return CATALOG.keys()

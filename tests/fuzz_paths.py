@@ -24,6 +24,8 @@ from pathlib import Path
 
 from roofkit.errors import RoofkitError
 
+from helpers import scratch_hardware_catalog
+
 # --- pieces random inputs are made of ------------------------------------------------------
 
 NUMBERS = ["0", "1", "2", "-3", "1365", "1,365", "1.37e3", "4096", "1e400", "1e-400", "9" * 40, ".5", "5.",
@@ -160,20 +162,6 @@ def _score(value):
         raise AssertionError(f"judge_answer raised {error!r}") from None
 
 
-@contextlib.contextmanager
-def _scratch_catalog():
-    from roofkit import hardware
-
-    catalog, index = dict(hardware._load()), dict(hardware._index)
-    try:
-        yield
-    finally:
-        hardware._catalog.clear()
-        hardware._catalog.update(catalog)
-        hardware._index.clear()
-        hardware._index.update(index)
-
-
 def _toml_value(rng: random.Random) -> str:
     return _pick(rng, ['1', '-1', '0', '1e400', '"x"', '""', 'true', '[]', '[1, 2]', '{ bf16 = 989 }',
                        '{ fp32 = "a" }', '{ nope = 1 }', '{ bf16 = -5 }', '3.35', 'nan', 'inf', '["a", 1]',
@@ -197,7 +185,7 @@ def make_catalog(rng: random.Random) -> str:
 def _catalog(text):
     from roofkit import hardware
 
-    with tempfile.TemporaryDirectory() as folder, _scratch_catalog():
+    with tempfile.TemporaryDirectory() as folder, scratch_hardware_catalog():
         path = Path(folder) / "catalog.toml"
         path.write_text(text, encoding="utf-8")
         return hardware.load_file(path, replace=True)
@@ -221,7 +209,7 @@ def make_profile(rng: random.Random):
 def _profile(data):
     from roofkit import measure
 
-    with tempfile.TemporaryDirectory() as folder, _scratch_catalog():
+    with tempfile.TemporaryDirectory() as folder, scratch_hardware_catalog():
         if isinstance(data, dict) and len(data) % 2:
             return measure.load_profile(data)
         path = Path(folder) / "profile.json"  # the same data as a file, the way a learner passes it

@@ -3,9 +3,10 @@
 Imported as ``helpers`` (pytest puts tests/ on the path, as for ``fuzz_paths``).
 """
 
+import contextlib
 import json
 
-from roofkit import cli, quiz
+from roofkit import cli, hardware, quiz
 
 
 def run(capsys, *argv):
@@ -26,3 +27,13 @@ def verdict(qid, answer, **params):
     """The verdict on ``answer`` to question ``qid`` (with the class variant's ``params``, if any)."""
     question = quiz.get(qid)
     return quiz.judge(question.with_params(**params) if params else question, answer)
+
+
+@contextlib.contextmanager
+def scratch_hardware_catalog():
+    """Let the block register accelerators, then put the module-global catalog back as it was."""
+    saved = hardware.CATALOG.snapshot()
+    try:
+        yield
+    finally:
+        hardware.CATALOG.restore(saved)

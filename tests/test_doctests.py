@@ -7,7 +7,8 @@ import pkgutil
 import pytest
 
 import roofkit
-from roofkit import hardware
+
+from helpers import scratch_hardware_catalog
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(roofkit.__path__, "roofkit."))
 
@@ -15,12 +16,8 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(roofkit.__path__, "roofki
 @pytest.fixture(autouse=True)
 def restore_catalog():
     """hardware.register's example adds a 'laptop'; keep it out of the other tests."""
-    catalog, index = dict(hardware._load()), dict(hardware._index)
-    yield
-    hardware._catalog.clear()
-    hardware._catalog.update(catalog)
-    hardware._index.clear()
-    hardware._index.update(index)
+    with scratch_hardware_catalog():
+        yield
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -15,6 +15,8 @@ import pytest
 from roofkit import hardware
 from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision, UnsupportedPrecision
 
+from helpers import scratch_hardware_catalog
+
 DOCUMENT = tomllib.loads(resources.files("roofkit").joinpath("data/hardware.toml").read_text("utf-8"))
 CITATIONS = DOCUMENT.pop("sources")
 BUILT_IN = list(DOCUMENT)  # the shipped entries, whatever else a test or doctest registered
@@ -23,13 +25,8 @@ BUILT_IN = list(DOCUMENT)  # the shipped entries, whatever else a test or doctes
 @pytest.fixture
 def scratch_catalog():
     """Let a test register accelerators, then put the module-global catalog back as it was."""
-    hardware.catalog()  # load it
-    saved_catalog, saved_index = dict(hardware._catalog), dict(hardware._index)
-    yield
-    hardware._catalog.clear()
-    hardware._catalog.update(saved_catalog)
-    hardware._index.clear()
-    hardware._index.update(saved_index)
+    with scratch_hardware_catalog():
+        yield
 
 
 # --- sources ------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import pytest
 
 from roofkit import cli, formulas, fusion, hardware, measure, roofline
 from roofkit.errors import InvalidValue
+
+from helpers import scratch_hardware_catalog
 from roofkit.measure import gpu, kernels, stream, system
 
 # Every size scaled from a pretend 256 KiB cache: the whole run takes a second or two.
@@ -35,12 +37,8 @@ def profile():
 @pytest.fixture
 def scratch_catalog():
     """Let a test register a profile, then put the module-global catalog back as it was."""
-    saved_catalog, saved_index = dict(hardware._load()), dict(hardware._index)
-    yield
-    hardware._catalog.clear()
-    hardware._catalog.update(saved_catalog)
-    hardware._index.clear()
-    hardware._index.update(saved_index)
+    with scratch_hardware_catalog():
+        yield
 
 
 def synthetic(**changes) -> measure.Profile:
