@@ -72,15 +72,17 @@ def main() -> None:
             out = folder / f"shard-{k}"
             command = grade_command(subs, release, secret, out, "--shard", f"{k}/{args.shards}",
                                     "--workers", str(args.workers))
-            running[k] = (subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-                          time.perf_counter())
+            # output to files, not pipes: a shard's JSON outgrows a pipe's buffer, and a full pipe stalls it
+            with open(folder / f"shard-{k}.out", "w") as stdout, open(folder / f"shard-{k}.err", "w") as stderr:
+                running[k] = (subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True), time.perf_counter())
         shard_s = {}
         while running:
             for k, (process, began) in list(running.items()):
                 if process.poll() is not None:
-                    out, err = process.communicate()
                     if process.returncode != 0:
+                        err = (folder / f"shard-{k}.err").read_text(encoding="utf-8")
                         raise SystemExit(f"shard {k} failed: {err[-2000:]}")
+                    out = (folder / f"shard-{k}.out").read_text(encoding="utf-8")
                     shard_s[k] = (time.perf_counter() - began, len(json.loads(out)["students"]))
                     del running[k]
             time.sleep(0.2)
