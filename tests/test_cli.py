@@ -96,6 +96,9 @@ def test_readable_output(capsys, argv):
         (["format", "fp9"], r"fp9"),
         (["frobnicate"], r"invalid choice: 'frobnicate'"),
         (["cost", "gemm", "--m", "4"], r"required"),
+        # control characters in an echoed argument are written as escapes (found by benchmarks/fuzz.py)
+        (["quiz", "hint", "l00.fma-flops", "--json", "b\rW\nc2"], r"unrecognized arguments: b\\rW\\nc2 \(see"),
+        (["hw", "show", "x\ny"], r"Unknown accelerator 'x\\ny'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):

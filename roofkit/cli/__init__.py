@@ -33,7 +33,7 @@ import importlib
 import sys
 
 from ..errors import RoofkitError
-from ._common import EXIT_USAGE, Parser, human, json_flag
+from ._common import EXIT_USAGE, Parser, human, json_flag, one_line
 
 __all__ = ["main", "build_parser", "human", "EXIT_USAGE"]
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.func(args)
     except RoofkitError as error:
-        print(f"roofkit: error: {error}", file=sys.stderr)
+        print(f"roofkit: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as stop:  # a command's own failure status (build --check, a wrong quiz answer)
         return stop.code if isinstance(stop.code, int) else 1

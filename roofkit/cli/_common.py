@@ -29,11 +29,21 @@ def human(value: float, unit: str = "") -> str:
     return f"{value:.4g} {unit}".strip()
 
 
+def one_line(message: str) -> str:
+    """``message`` with its control characters written as escapes: an argument such as 'a\\nb' echoed in an
+    error keeps the error on one line.
+
+    >>> one_line("unrecognized arguments: a\\nb\\r")
+    'unrecognized arguments: a\\\\nb\\\\r'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line and exits 2."""
 
     def error(self, message):  # noqa: D401 - argparse's hook
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def json_flag() -> argparse.ArgumentParser:
