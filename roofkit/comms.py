@@ -54,7 +54,7 @@ import math
 from dataclasses import dataclass, field
 
 from .errors import InvalidValue, UnknownName
-from .units import is_symbolic, positive
+from .units import is_symbolic, positive, whole
 
 __all__ = ["COLLECTIVES", "ALGORITHMS", "UnknownCollective", "canonical", "steps", "volume", "bus_factor",
            "time", "latency_term", "bandwidth_term", "algbw", "busbw", "latency_bound_size", "symbolic",
@@ -108,14 +108,6 @@ def _gpus(n, name: str = "gpus"):
     positive(n, name)
     if float(n) != int(n) or n < 2:
         raise InvalidValue(f"{name} must be a whole number of at least 2 for a collective; got {n!r}.")
-    return int(n)
-
-
-def _count(n, name: str) -> int:
-    """A whole number of at least 1."""
-    positive(n, name)
-    if float(n) != int(n):
-        raise InvalidValue(f"{name} must be a whole number of at least 1; got {n!r}.")
     return int(n)
 
 
@@ -390,7 +382,7 @@ def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: b
     c = canonical(name)
     if c not in _PHASES:
         raise InvalidValue(f"hierarchical {c} is not modelled; choose one of: {', '.join(_PHASES)}.")
-    k, m = _count(gpus_per_node, "gpus_per_node"), _count(nodes, "nodes")
+    k, m = whole(gpus_per_node, "gpus_per_node"), whole(nodes, "nodes")
     if k * m < 2:
         raise InvalidValue(f"a collective needs at least 2 GPUs; got {k} x {m}.")
     S = float(positive(size, "size"))

@@ -32,7 +32,7 @@ from importlib import resources
 
 from .catalog import Catalog
 from .errors import InvalidValue, RoofkitError, UnknownName
-from .units import positive
+from .units import positive, whole
 
 __all__ = ["Link", "UnknownLink", "MissingLink", "get", "catalog", "names", "for_accelerator", "check",
            "table", "scale_up", "scale_out", "per_direction", "UNITS", "DIRECTIONS", "SCOPES", "ROLES"]
@@ -147,12 +147,6 @@ _FIELDS = {"name", "aliases", "kind", "role", "quoted", "quoted_unit", "directio
            "links", "ring_links", "latency_us", "source", "sources", "cross_check", "notes"}
 
 
-def _whole(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidValue(f"{where} must be a whole number of at least 1; got {value!r}.")
-    return value
-
-
 def _choice(table: dict, name: str, choices, where: str) -> str:
     value = table.get(name)
     if value not in choices:
@@ -171,7 +165,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     unit = _choice(table, "quoted_unit", UNITS, where)
     direction = _choice(table, "direction", DIRECTIONS, where)
     scope = _choice(table, "scope", SCOPES, where)
-    gpus = _whole(table["gpus"], f"{where}: gpus") if "gpus" in table else None
+    gpus = whole(table["gpus"], f"{where}: gpus", integer_only=True) if "gpus" in table else None
     cite = lambda source_id: sources.get(source_id, source_id)  # noqa: E731
     cited = {"*": cite(table["source"])}
     cited |= {f: cited["*"] for f in ("quoted", "gpus", "links", "ring_links", "latency_us") if f in table}
@@ -185,8 +179,8 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
         bandwidth=per_direction(table["quoted"], unit, direction, scope, gpus),
         latency=float(positive(table["latency_us"], f"{where}: latency_us")) * 1e-6,
         gpus=gpus, over=table.get("over"),
-        links=_whole(table["links"], f"{where}: links") if "links" in table else None,
-        ring_links=_whole(table.get("ring_links", 1), f"{where}: ring_links"),
+        links=whole(table["links"], f"{where}: links", integer_only=True) if "links" in table else None,
+        ring_links=whole(table.get("ring_links", 1), f"{where}: ring_links", integer_only=True),
         aliases=tuple(table.get("aliases", ())), sources=cited, notes=tuple(table.get("notes", ())),
     )
 

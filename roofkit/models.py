@@ -28,6 +28,7 @@ from importlib import resources
 
 from .catalog import Catalog
 from .errors import InvalidValue, UnknownName
+from .units import whole
 
 __all__ = ["Model", "UnknownModel", "get", "catalog", "names"]
 
@@ -209,12 +210,6 @@ class Model:
         }
 
 
-def _count(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidValue(f"{where} must be a whole number of at least 1; got {value!r}.")
-    return value
-
-
 def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
     where = f"model {key!r}"
     known = {*_REQUIRED, *_OPTIONAL, *_TEXT}
@@ -226,10 +221,10 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
         raise InvalidValue(f"{where}: needs {', '.join(missing)}.")
     if "source" not in table:
         raise InvalidValue(f"{where}: needs a source (every figure must say where it comes from).")
-    values = {f: _count(table[f], f"{where}: {f}") for f in _REQUIRED}
+    values = {f: whole(table[f], f"{where}: {f}", integer_only=True) for f in _REQUIRED}
     values |= {f: table.get(f, default) for f, default in _OPTIONAL.items()}
     heads = values["heads"]
-    values["kv_heads"] = _count(values["kv_heads"] or heads, f"{where}: kv_heads")
+    values["kv_heads"] = whole(values["kv_heads"] or heads, f"{where}: kv_heads", integer_only=True)
     if heads % values["kv_heads"]:
         raise InvalidValue(f"{where}: heads ({heads}) must be a multiple of kv_heads ({values['kv_heads']}).")
     if values["head_dim"] is None:
@@ -237,7 +232,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
             raise InvalidValue(f"{where}: d_model ({values['d_model']}) is not a multiple of heads ({heads}); "
                                "give head_dim.")
         values["head_dim"] = values["d_model"] // heads
-    values["head_dim"] = _count(values["head_dim"], f"{where}: head_dim")
+    values["head_dim"] = whole(values["head_dim"], f"{where}: head_dim", integer_only=True)
     for name, choices in (("mlp", MLPS), ("norm", NORMS)):
         if values[name] not in choices:
             raise InvalidValue(f"{where}: {name} = {values[name]!r}; expected one of: {', '.join(choices)}.")
@@ -247,15 +242,15 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
     if isinstance(values["positions"], bool) or not isinstance(values["positions"], int) or values["positions"] < 0:
         raise InvalidValue(f"{where}: positions must be a whole number >= 0; got {values['positions']!r}.")
     if values["context"] is not None:
-        _count(values["context"], f"{where}: context")
+        whole(values["context"], f"{where}: context", integer_only=True)
     given = [f for f in _MLA if values[f] is not None]
     if given and len(given) < len(_MLA):
         raise InvalidValue(f"{where}: latent attention needs all of {', '.join(_MLA)}; got only {', '.join(given)}.")
     for f in (*given, *(["q_lora_rank"] if values["q_lora_rank"] is not None else [])):
-        _count(values[f], f"{where}: {f}")
+        whole(values[f], f"{where}: {f}", integer_only=True)
     if values["experts"]:
         for f in ("experts", "experts_per_token", "moe_d_ff"):
-            _count(values[f], f"{where}: {f}")
+            whole(values[f], f"{where}: {f}", integer_only=True)
         if values["experts_per_token"] > values["experts"]:
             raise InvalidValue(f"{where}: experts_per_token ({values['experts_per_token']}) exceeds experts "
                                f"({values['experts']}).")

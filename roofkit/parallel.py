@@ -50,7 +50,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .errors import InvalidValue
-from .units import is_symbolic, positive
+from .units import is_symbolic, positive, whole
 
 __all__ = ["ZERO_STAGES", "bubble_fraction", "bubble_time", "microbatches_for_bubble", "dp_critical_batch",
            "tp_critical_degree", "zero_collectives", "sync_volume", "state_bytes", "activation_bytes", "memory_per_gpu", "expert_all_to_all",
@@ -87,7 +87,7 @@ def microbatches_for_bubble(stages, fraction, virtual_stages=1) -> int:
     >>> microbatches_for_bubble(16, 0.05)
     285
     """
-    p, v = _whole(stages, "stages"), _whole(virtual_stages, "virtual_stages")
+    p, v = whole(stages, "stages"), whole(virtual_stages, "virtual_stages")
     x = float(positive(fraction, "fraction"))
     if x >= 1:
         raise InvalidValue(f"fraction is a share of the step, in (0, 1); got {fraction!r}.")
@@ -152,7 +152,7 @@ def zero_collectives(zero, microbatches=1) -> dict:
     """
     if zero not in ZERO_STAGES:
         raise InvalidValue(f"zero must be one of {', '.join(map(str, ZERO_STAGES))}; got {zero!r}.")
-    m = _whole(microbatches, "microbatches")
+    m = whole(microbatches, "microbatches")
     if zero == 0:
         return {"dp": ("all-reduce", 1)}
     if zero in (1, 2):
@@ -350,12 +350,6 @@ class Plan:
                                "tokens_per_gpu": self.tokens_per_gpu, "tokens_per_s": self.tokens_per_s}
 
 
-def _whole(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
-        raise InvalidValue(f"{name} must be a whole number of at least 1; got {value!r}.")
-    return int(value)
-
-
 def _span(size: int, stride: int, node: int) -> tuple[int, int]:
     """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart, ``node`` GPUs a node."""
     per_node = max(1, min(size, node // stride)) if stride < node and node % stride == 0 else 1
@@ -400,7 +394,7 @@ def _links(hw, intra, inter, node_gpus):
         domains = [x.key for x in links.for_accelerator(accelerator) if x.gpus is not None]
         hint = f"choose one of its domains ({', '.join(domains)}) or " if domains else ""
         raise InvalidValue(f"{intra.key} says nothing about how many GPUs share a node: {hint}pass node_gpus (--node-gpus).")
-    return intra, inter, _whole(node, "node_gpus")
+    return intra, inter, whole(node, "node_gpus")
 
 
 def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, zero=0, microbatches=None,
@@ -426,14 +420,14 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     acc = hardware.get(hw)
     precision = dtypes.canonical(dtype)
     rate = acc.peak(precision, achievable=achievable)
-    G = _whole(gpus, "gpus")
-    t, c, p = _whole(tp, "tp"), _whole(cp, "cp"), _whole(pp, "pp")
+    G = whole(gpus, "gpus")
+    t, c, p = whole(tp, "tp"), whole(cp, "cp"), whole(pp, "pp")
     if dp is None:
         if G % (t * c * p):
             raise InvalidValue(f"gpus = {G} is not a multiple of tp x cp x pp = {t * c * p}; "
                                f"choose tp, cp and pp whose product divides {G}.")
         dp = G // (t * c * p)
-    d = _whole(dp, "dp")
+    d = whole(dp, "dp")
     if t * c * p * d != G:
         raise InvalidValue(f"tp x cp x pp x dp = {t} x {c} x {p} x {d} = {t * c * p * d}, not gpus = {G}; "
                            f"with tp={t}, cp={c}, pp={p} choose dp = gpus / {t * c * p}"
@@ -442,12 +436,12 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
         raise InvalidValue(f"zero must be one of {', '.join(map(str, ZERO_STAGES))}; got {zero!r}.")
     if p > M.layers:
         raise InvalidValue(f"pp = {p} stages for {M.layers} layers: at most one stage per layer (pp <= {M.layers}).")
-    B, S = float(positive(global_batch_tokens, "global_batch_tokens")), _whole(seq, "seq")
+    B, S = float(positive(global_batch_tokens, "global_batch_tokens")), whole(seq, "seq")
     sequences = B / (S * d)
     if sequences < 1 - 1e-9:
         raise InvalidValue(f"a global batch of {B:g} tokens gives each of the dp = {d} replicas {sequences:.3g} "
                            f"sequences of {S} tokens; it needs at least {S * d} tokens.")
-    m = _whole(microbatches, "microbatches") if microbatches is not None else max(1, round(sequences))
+    m = whole(microbatches, "microbatches") if microbatches is not None else max(1, round(sequences))
     if m > sequences * (1 + 1e-9):
         raise InvalidValue(f"microbatches = {m} but each replica has only {sequences:.4g} sequences of {S} tokens: "
                            f"choose at most {math.floor(sequences + 1e-9)}.")
@@ -464,7 +458,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     compute = hardware_flops / (G * rate * U)
     forward_share = training.FORWARD_FLOPS_PER_PARAM_TOKEN / training.FLOPS_PER_PARAM_TOKEN
     per_mb = compute / m  # one micro-batch through this GPU's stage, forward and backward
-    v = _whole(virtual_stages, "virtual_stages")
+    v = whole(virtual_stages, "virtual_stages")
     if p * v > M.layers:
         raise InvalidValue(f"pp x virtual_stages = {p * v} chunks for {M.layers} layers: at most one layer a chunk.")
     bubble = bubble_time(compute, p, m, v) if p > 1 else 0.0

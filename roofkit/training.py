@@ -56,7 +56,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import InvalidValue
-from .units import fraction, positive, size
+from .units import fraction, positive, size, whole
 
 __all__ = [
     "FORWARD_FLOPS_PER_PARAM_TOKEN", "BACKWARD_FLOPS_PER_PARAM_TOKEN", "FLOPS_PER_PARAM_TOKEN",
@@ -173,21 +173,13 @@ def recomputed_forwards(n_layers, keep_every=1) -> float:
     >>> recomputed_forwards(32), recomputed_forwards(17, keep_every=17)
     (1.0, 9.0)
     """
-    L, k = _whole(n_layers, "n_layers"), _whole(keep_every, "keep_every")
+    L, k = whole(n_layers, "n_layers"), whole(keep_every, "keep_every")
     if k > L:
         raise InvalidValue(f"keep_every={k} is more than n_layers={L}: keep at least the model's input "
                            f"(keep_every <= n_layers).")
     segments, rest = divmod(L, k)
     layer_forwards = segments * k * (k + 1) // 2 + rest * (rest + 1) // 2
     return layer_forwards / L
-
-
-def _whole(value, name: str) -> int:
-    """A positive whole number (layers, a count), as an int."""
-    value = positive(value, name)
-    if isinstance(value, bool) or not float(value).is_integer():
-        raise InvalidValue(f"{name} must be a whole number of at least 1; got {value!r}.")
-    return int(value)
 
 
 def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=None, causal=False) -> float:

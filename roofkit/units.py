@@ -17,7 +17,7 @@ import re
 
 from .errors import InvalidValue, UnitMismatch
 
-__all__ = ["size", "positive", "nonnegative", "fraction", "quantity", "is_symbolic", "SUFFIXES"]
+__all__ = ["size", "positive", "nonnegative", "whole", "fraction", "quantity", "is_symbolic", "SUFFIXES"]
 
 SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
 _SIZE = re.compile(r"^\s*([-+]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([kmbgtp]?)\s*$", re.I)
@@ -76,6 +76,24 @@ def positive(value, name: str = "value"):
 def nonnegative(value, name: str = "value"):
     """``value`` itself when it is a finite number >= 0 (or an array of them)."""
     return _check(value, name, lambda v: v >= 0, "a finite number of at least 0")
+
+
+def whole(value, name: str = "value", low: int = 1, integer_only: bool = False) -> int:
+    """``value`` as an int when it is a whole number of at least ``low``: 4 or 4.0, or with ``integer_only``
+    (what a catalog file must write) 4 only.
+
+    >>> whole(4.0, "gpus"), whole(0, "tokens", low=0)
+    (4, 0)
+    """
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Integral if integer_only else numbers.Real)
+    if ok:
+        try:
+            ok = math.isfinite(value) and value == int(value) and value >= low
+        except OverflowError:  # an int too large for a float
+            ok = False
+    if not ok:
+        raise InvalidValue(f"{name} must be a whole number of at least {low}; got {value!r}.")
+    return int(value)
 
 
 def fraction(value, name: str = "fraction"):

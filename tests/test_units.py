@@ -92,3 +92,17 @@ def test_quantity_refuses_text_that_would_evaluate_for_ever():
             units.quantity(hostile, "byte/s")
     assert time.perf_counter() - start < 1
     assert units.quantity("2**40 byte/s", "byte/s") == 2**40
+
+
+def test_whole_takes_whole_numbers_and_names_the_bad_value():
+    whole = units.whole
+    assert whole(4, "gpus") == 4 and whole(4.0, "gpus") == 4 and whole(np.int64(8), "gpus") == 8
+    assert type(whole(4.0, "gpus")) is int
+    assert whole(0, "tokens", low=0) == 0
+    for bad in (0, -3, 1.5, True, float("nan"), float("inf"), "4", None, 10**400):
+        with pytest.raises(InvalidValue, match=r"gpus must be a whole number of at least 1; got"):
+            whole(bad, "gpus")
+    with pytest.raises(InvalidValue, match=r"layers must be a whole number of at least 1; got 4\.0"):
+        whole(4.0, "layers", integer_only=True)
+    with pytest.raises(InvalidValue, match=r"of at least 0; got -1"):
+        whole(-1, "tokens", low=0)

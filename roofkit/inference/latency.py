@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 from .. import dtypes, formulas, hardware, layertime, models
 from ..errors import InvalidValue
+from ..units import whole
 from . import memory, weights
 
 __all__ = ["StepTime", "decode_step", "prefill", "ttft", "tpot", "throughput", "critical_batch",
@@ -94,7 +95,7 @@ class StepTime:
 def shard(model, tp: int) -> models.Model:
     """One GPU's share of a model under ``tp``-way tensor parallelism: H / t heads, max(1, H_kv / t) K/V heads, d_ff / t."""
     m = models.get(model)
-    t = memory._whole(tp, "tp")
+    t = whole(tp, "tp")
     if t == 1:
         return m
     if m.heads % t:
@@ -115,13 +116,13 @@ def _step(model, hw, batch, new_tokens, context, gpus, dtype, weights_dtype, kv_
 
     m, acc = models.get(model), hardware.get(hw)
     _dense(m)
-    B, n = memory._whole(batch, "batch"), memory._whole(new_tokens, "new tokens")
+    B, n = whole(batch, "batch"), whole(new_tokens, "new tokens")
     lay = memory.layout(m, acc, gpus)
     key = dtypes.canonical(dtype)
     fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
     kv = dtypes.canonical(key if kv_dtype is None else kv_dtype)
     part = shard(m, lay.tp)
-    kv_seq = None if context is None else memory._whole(context, "context")
+    kv_seq = None if context is None else whole(context, "context")
     layer = layertime.predict(part, B, n, kv_seq, acc, key, calibrated=calibrated, calibration=calibration,
                               weights_dtype=None if fmt.name == key else fmt.bytes_per_weight,
                               kv_dtype=None if kv == key else kv)
@@ -193,7 +194,7 @@ def attention_intensity(model, context=4096, dtype="bf16", kv_dtype=None) -> flo
     """
     m = models.get(model)
     _dense(m)
-    ctx = memory._whole(context, "context")
+    ctx = whole(context, "context")
     return m.layer_ops(1, 1, ctx, dtype, kv_bytes=kv_dtype)["attn"].intensity
 
 
@@ -215,7 +216,7 @@ def critical_batch(model, hw, context=None, gpus=1, dtype="bf16", weights_dtype=
     fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
     lay = memory.layout(m, acc, gpus)
     part = shard(m, lay.tp)
-    ctx = None if context is None else memory._whole(context, "context")
+    ctx = None if context is None else whole(context, "context")
     head_bytes = dtypes.bytes_per_element(weights.other_dtype(fmt))
 
     def totals(B):

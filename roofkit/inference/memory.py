@@ -42,19 +42,13 @@ from dataclasses import asdict, dataclass, field
 
 from .. import dtypes, hardware, models
 from ..errors import InvalidValue
+from ..units import whole
 from . import kvcache, weights
 
 __all__ = ["RESERVE", "Layout", "layout", "MemoryPlan", "plan", "max_batch", "max_context", "min_gpus",
            "kv_replication"]
 
 RESERVE = 0.10  # of each GPU's memory: vLLM's default gpu_memory_utilization = 0.9
-
-
-def _whole(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value != int(value) or value < 1:
-        raise InvalidValue(f"{name} must be a whole number of at least 1; got {value!r}.")
-    return int(value)
 
 
 def _reserve(value) -> float:
@@ -80,7 +74,7 @@ def layout(model, hw, gpus=1) -> Layout:
     """Tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the heads), pipeline across."""
     from .. import links
 
-    m, acc, n = models.get(model), hardware.get(hw), _whole(gpus, "gpus")
+    m, acc, n = models.get(model), hardware.get(hw), whole(gpus, "gpus")
     domain = links.scale_up(acc)
     reach = min(n, domain.gpus) if domain is not None and domain.gpus is not None else n
     tp = max(t for t in range(1, reach + 1) if n % t == 0 and m.heads % t == 0)
@@ -90,7 +84,7 @@ def layout(model, hw, gpus=1) -> Layout:
 def kv_replication(model, tp: int) -> float:
     """How many copies of each cached element ``tp``-way tensor parallelism keeps (1 while t <= H_kv)."""
     m = models.get(model)
-    t = _whole(tp, "tp")
+    t = whole(tp, "tp")
     return float(t) if m.mla else t / min(t, m.kv_heads)
 
 
@@ -171,7 +165,7 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
          group=None) -> MemoryPlan:
     """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens."""
     m, acc = models.get(model), hardware.get(hw)
-    n, s, B, r = _whole(gpus, "gpus"), _whole(context, "context"), _whole(batch, "batch"), _reserve(reserve)
+    n, s, B, r = whole(gpus, "gpus"), whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
     if not acc.memory_bytes:
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
     kv_key = dtypes.canonical(kv_dtype)

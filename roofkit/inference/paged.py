@@ -26,22 +26,16 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..errors import InvalidValue
+from ..units import whole
 
 __all__ = ["BLOCK", "blocks", "Fragmentation", "fragmentation"]
 
 BLOCK = 16  # tokens per block: vLLM's default --block-size on CUDA
 
 
-def _whole(value, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value != int(value) or value < low:
-        raise InvalidValue(f"{name} must be a whole number of at least {low}; got {value!r}.")
-    return int(value)
-
-
 def blocks(tokens, block=BLOCK) -> int:
     """Blocks a sequence of ``tokens`` tokens holds: ceil(tokens / block) (0 for an empty sequence)."""
-    n, b = _whole(tokens, "tokens", 0), _whole(block, "block")
+    n, b = whole(tokens, "tokens", 0), whole(block, "block")
     return -(-n // b)
 
 
@@ -79,12 +73,12 @@ class Fragmentation:
 def fragmentation(lengths, reserve, block=BLOCK) -> Fragmentation:
     """Sequences of ``lengths`` tokens: each reserving ``reserve`` contiguous slots, or paged in ``block``-token blocks."""
     try:
-        ns = [_whole(n, "a sequence length", 0) for n in lengths]
+        ns = [whole(n, "a sequence length", 0) for n in lengths]
     except TypeError:
         raise InvalidValue(f"lengths must be a list of whole numbers of tokens; got {lengths!r}.") from None
     if not ns:
         raise InvalidValue("lengths must hold at least one sequence.")
-    R, b = _whole(reserve, "reserve"), _whole(block, "block")
+    R, b = whole(reserve, "reserve"), whole(block, "block")
     if max(ns) > R:
         raise InvalidValue(f"a sequence of {max(ns)} tokens does not fit a reservation of {R}: reserve at least "
                            "the longest.")

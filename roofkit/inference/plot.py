@@ -10,6 +10,7 @@ matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
 
 from __future__ import annotations
 
+from ..units import whole
 from . import latency, memory
 
 __all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES"]
@@ -25,7 +26,7 @@ def batch_sweep(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", 
     """
     wd, kd = weights_dtype or dtype, kv_dtype or dtype
     plan = memory.plan(model, hw, gpus, context, 1, wd, kd)
-    points = sorted({memory._whole(b, "batch") for b in batches} | ({plan.max_batch} if plan.max_batch else set()))
+    points = sorted({whole(b, "batch") for b in batches} | ({plan.max_batch} if plan.max_batch else set()))
     steps = [latency.decode_step(model, hw, b, context, gpus, dtype, wd, kd, calibrated) for b in points]
     return {"batch": points, "tpot_s": [s.time_s for s in steps], "tokens_per_s": [s.tokens_per_s for s in steps],
             "fits": [b <= plan.max_batch for b in points], "max_batch": plan.max_batch, "plan": plan}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .. import dtypes, models
 from ..errors import InvalidValue
+from ..units import whole
 from . import latency, memory
 
 __all__ = ["Serving", "serve"]
@@ -72,7 +73,7 @@ def serve(model, hw, gpus=1, context=4096, prompt=None, batch=1, dtype="bf16", w
     key = dtypes.canonical(dtype)
     wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     plan = memory.plan(m, hw, gpus, context, batch, wd, kd, reserve)
-    P = plan.context if prompt is None else memory._whole(prompt, "prompt")
+    P = plan.context if prompt is None else whole(prompt, "prompt")
     if P > plan.context:
         raise InvalidValue(f"prompt ({P:,} tokens) must not exceed context ({plan.context:,}): the context holds the "
                            "prompt and the tokens generated after it.")

@@ -32,7 +32,7 @@ import datetime
 import time
 from dataclasses import dataclass
 
-from ..errors import InvalidValue
+from ..units import whole
 from . import gpu as _gpu
 from . import kernels as _kernels
 from . import matmul as _matmul
@@ -86,8 +86,7 @@ def run(quick: bool = False, threads: int | None = None, progress: bool = True, 
     machine = system.machine()
     if threads is None:
         threads = machine.cores
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidValue(f"threads must be a whole number of at least 1; got {threads!r}.")
+    threads = whole(threads, "threads", integer_only=True)
     s = settings or (QUICK if quick else DEFAULT)
     llc = int(llc_bytes or machine.llc_bytes)
     l2 = min(machine.l2_bytes, llc)

@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import InvalidValue
+from ..units import whole
 
 __all__ = ["LayerCase", "LayerDataset", "load_layers", "shipped", "SHIPPED", "OPS", "LAYER_SET", "LAYER_SET_QUICK",
            "measure_layers", "measure_launch"]
@@ -85,8 +86,7 @@ class LayerCase:
             raise InvalidValue(f"{where} lacks {', '.join(missing)} (see roofkit.measure.layers for the format).")
         fields = {k: data.get(k) for k in cls.__dataclass_fields__}
         for k in ("d", "H", "KV", "ff", "head_dim", "batch", "seq", "kv_seq"):
-            if isinstance(fields[k], bool) or not isinstance(fields[k], int) or fields[k] < 1:
-                raise InvalidValue(f"{where}: {k} must be a whole number of at least 1; got {fields[k]!r}.")
+            whole(fields[k], f"{where}: {k}", integer_only=True)
         for k in ("layer_s", "layer_graph_s", "layer_wall_s"):
             value = fields[k]
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
