@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 
 from .errors import InvalidValue, UnknownName
 
-__all__ = ["normalize", "Catalog"]
+__all__ = ["normalize", "Catalog", "check_table"]
 
 T = TypeVar("T")
 
@@ -97,3 +97,15 @@ def _claim(index: dict[str, str], entry, what: str, hint: str = "") -> None:
         if owner != entry.key:
             raise InvalidValue(f"the name {spelling!r} already belongs to the {what} {owner!r}; choose another "
                                f"name or alias for {entry.key!r}{hint}.")
+
+
+def check_table(where: str, table: dict, known, required=()) -> None:
+    """One catalog table, as read from TOML: only ``known`` fields, every ``required`` one, and a source."""
+    unknown = set(table) - set(known)
+    if unknown:
+        raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
+    missing = [f for f in required if f not in table]
+    if missing:
+        raise InvalidValue(f"{where}: needs {', '.join(missing)}.")
+    if "source" not in table:
+        raise InvalidValue(f"{where}: needs a source (every figure must say where it comes from).")

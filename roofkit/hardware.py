@@ -37,7 +37,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import dtypes
-from .catalog import Catalog, normalize
+from .catalog import Catalog, check_table, normalize
 from .errors import InvalidValue, RoofkitError, UnknownHardware, UnsupportedPrecision
 from .formulas import FLOPS_PER_FMA
 from .units import positive
@@ -224,9 +224,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     known = {"name", "vendor", "aliases", "source", "sources", "peak_tflops", "notes",
              "compute_units", "compute_unit_name", "memory_type", "achievable_tflops", "achievable_bandwidth_tb_s",
              "achievable_source", "clocks_mhz", "tensor_cores_per_unit", "tensor_fma_per_clock", *_SCALED}
-    unknown = set(table) - known
-    if unknown:
-        raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
+    check_table(where, table, known)
     _check_types(where, table)
     if "peak_tflops" not in table or not table["peak_tflops"]:
         raise InvalidValue(f"{where}: needs peak_tflops, e.g. {{ bf16 = 989 }}.")
@@ -236,10 +234,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     def cite(source_id: str) -> str:
         return sources.get(source_id, source_id)
 
-    default = table.get("source")
-    if default is None:
-        raise InvalidValue(f"{where}: needs a source (every figure must say where it comes from).")
-    cited = {"*": cite(default)}
+    cited = {"*": cite(table["source"])}
     values: dict[str, float] = {}
     for field_name, (attr, scale) in _SCALED.items():
         if field_name in table:
@@ -250,7 +245,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         peaks[canonical] = positive(tflops, f"{where}: peak_tflops.{precision}") * 1e12
     for figure in ["bandwidth", "memory_bytes", "l2_bytes", "compute_units", "register_file_bytes", "l1_shared_bytes",
                    *(f"peak.{p}" for p in peaks)]:
-        cited[figure] = cite(default)
+        cited[figure] = cited["*"]
     achievable = {}
     for precision, tflops in table.get("achievable_tflops", {}).items():
         canonical = dtypes.canonical(precision)

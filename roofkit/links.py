@@ -30,7 +30,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .catalog import Catalog
+from .catalog import Catalog, check_table
 from .errors import InvalidValue, RoofkitError, UnknownName
 from .units import positive, whole
 
@@ -156,12 +156,7 @@ def _choice(table: dict, name: str, choices, where: str) -> str:
 
 def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     where = f"link {key!r}"
-    unknown = set(table) - _FIELDS
-    if unknown:
-        raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(_FIELDS)}.")
-    for required in ("quoted", "latency_us", "source"):
-        if required not in table:
-            raise InvalidValue(f"{where}: needs {required} (every figure must say where it comes from).")
+    check_table(where, table, _FIELDS, ("quoted", "latency_us"))
     unit = _choice(table, "quoted_unit", UNITS, where)
     direction = _choice(table, "direction", DIRECTIONS, where)
     scope = _choice(table, "scope", SCOPES, where)

@@ -26,7 +26,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .catalog import Catalog
+from .catalog import Catalog, check_table
 from .errors import InvalidValue, UnknownName
 from .units import whole
 
@@ -212,15 +212,7 @@ class Model:
 
 def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
     where = f"model {key!r}"
-    known = {*_REQUIRED, *_OPTIONAL, *_TEXT}
-    unknown = set(table) - known
-    if unknown:
-        raise InvalidValue(f"{where}: unknown field(s) {sorted(unknown)}; expected some of {sorted(known)}.")
-    missing = [f for f in _REQUIRED if f not in table]
-    if missing:
-        raise InvalidValue(f"{where}: needs {', '.join(missing)}.")
-    if "source" not in table:
-        raise InvalidValue(f"{where}: needs a source (every figure must say where it comes from).")
+    check_table(where, table, {*_REQUIRED, *_OPTIONAL, *_TEXT}, _REQUIRED)
     values = {f: whole(table[f], f"{where}: {f}", integer_only=True) for f in _REQUIRED}
     values |= {f: table.get(f, default) for f, default in _OPTIONAL.items()}
     heads = values["heads"]

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from roofkit import hardware, links, models
-from roofkit.catalog import Catalog, normalize
+from roofkit.catalog import Catalog, check_table, normalize
 from roofkit.errors import InvalidValue, UnknownName
 
 from helpers import scratch_hardware_catalog
@@ -91,3 +91,16 @@ def test_register_refuses_an_accelerators_name_unless_replace():
         hardware.register(entry, key="mine", replace=True)
         assert hardware.get("H100").key == "mine"
     assert hardware.get("H100").key == owner and "mine" not in hardware.names()
+
+
+def test_check_table_names_unknown_and_missing_fields_and_a_missing_source():
+    known = ("name", "source", "layers")
+    check_table("model 'x'", {"name": "X", "source": "a paper", "layers": 2}, known, ("layers",))
+    with pytest.raises(InvalidValue, match=r"model 'x': unknown field\(s\) \['layrs'\]; expected some of"):
+        check_table("model 'x'", {"layrs": 2, "source": "s"}, known)
+    with pytest.raises(InvalidValue, match=r"model 'x': needs layers\."):
+        check_table("model 'x'", {"source": "s"}, known, ("layers",))
+    with pytest.raises(InvalidValue, match=r"model 'x': needs a source"):
+        check_table("model 'x'", {"layers": 2}, known, ("layers",))
+    with pytest.raises(InvalidValue, match=r"accelerator 'mine': needs a source"):
+        hardware.register({"name": "Mine", "peak_tflops": {"fp32": 1}, "bandwidth_tb_s": 0.1}, key="mine")
