@@ -72,7 +72,6 @@ class Run:
     seconds: float = 0.0
     sandbox: dict = field(default_factory=dict)
     probes: list[tuple[int, str]] = field(default_factory=list)  # (cell index, a reach for a key), see .probe
-    watch_closed: bool = False  # the notebook closed the grader's watch while the kernel ran
 
     def notes(self) -> list[str]:
         """Execution events in words, for the feedback page."""
@@ -359,7 +358,6 @@ class _Executor:
             while self.kernel.alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
             if self.kernel.alive():
-                self.run.watch_closed = True
                 self.run.probes.append((index, "closed the grader's watch on key lookups"))
 
     def _handle(self, index: int, msg: dict) -> None:
