@@ -315,3 +315,45 @@ def test_a_release_is_rebuilt_as_handed_out_after_the_bank_changes(tmp_path, mon
     rebuilt = assign.student_notebook(release.template, release.manifest, "ann", secret)
     assert [c.source for c in rebuilt.cells] == [c.source for c in handed.cells]
     assert assign.numbers(release.manifest, secret, "ann") == handed.metadata["roofkit"]["variant"]
+
+
+class _Channel:
+    """A channel that returns queued messages (a callable makes them when asked) and raises Empty when dry."""
+
+    def __init__(self):
+        self.queue = []
+
+    def get_msg(self, timeout=0):
+        from queue import Empty
+
+        if not self.queue:
+            time.sleep(min(timeout, 0.01))
+            raise Empty
+        return self.queue.pop(0)
+
+
+def test_a_kernel_is_ready_only_once_its_outputs_arrive_too():
+    """ZeroMQ's slow joiner: the first kernel_info is answered on the shell channel while its status on the
+    output channel is lost (the subscription is not live yet). Declaring the kernel ready then loses the first
+    cell's idle status, and that cell waits out the whole time limit; wait_ready must ask again."""
+    kernel = execute._Kernel.__new__(execute._Kernel)
+    shell, iopub, sent = _Channel(), _Channel(), []
+
+    class Client:
+        shell_channel = shell
+
+        def kernel_info(self):
+            msg_id = f"info-{len(sent)}"
+            sent.append(msg_id)
+            shell.queue.append({"parent_header": {"msg_id": msg_id}})
+            if len(sent) > 1:  # the subscription is live from the second request on
+                iopub.queue += [{"parent_header": {"msg_id": msg_id}, "msg_type": "status"}] * 2
+            return msg_id
+
+    kernel.client, kernel.iopub = Client(), iopub
+    kernel.alive = lambda: True
+    assert kernel.wait_ready(5) is True
+    assert len(sent) == 2 and not iopub.queue  # asked again, and the start-up messages were drained
+    kernel.client, sent[:] = Client(), []
+    kernel.iopub = _Channel()  # outputs never arrive
+    assert kernel.wait_ready(2.5) is False and len(sent) >= 2

@@ -230,23 +230,33 @@ class _Kernel:
         return self.process.poll() is None
 
     def wait_ready(self, timeout: float) -> bool:
+        """True once the kernel answers kernel_info on the shell channel and its status for that request
+        arrives on the output channel: a subscription takes effect a little after it is made (ZeroMQ's "slow
+        joiner"), and a first cell whose idle status was lost would look as if it never finished.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.alive():
             msg_id = self.client.kernel_info()
+            replied = heard = False
             until = time.monotonic() + 1.0
-            while time.monotonic() < until:
+            while time.monotonic() < until and not (replied and heard):
+                if not replied:
+                    try:
+                        replied = self.client.shell_channel.get_msg(timeout=0.05)["parent_header"].get(
+                            "msg_id") == msg_id
+                    except Empty:
+                        if not self.alive():
+                            return False
                 try:
-                    reply = self.client.shell_channel.get_msg(timeout=0.2)
-                except Empty:
-                    if not self.alive():
-                        return False
-                    continue
-                if reply["parent_header"].get("msg_id") == msg_id:
-                    while True:  # the start-up status messages are of no interest
-                        try:
-                            self.iopub.get_msg(timeout=0.05)
-                        except Empty:
-                            return True
+                    heard = heard or self.iopub.get_msg(timeout=0.05).get("parent_header", {}).get("msg_id") == msg_id
+                except Exception:  # noqa: BLE001 - Empty, or an undecodable message
+                    pass
+            if replied and heard:
+                while True:  # the rest of the start-up messages are of no interest
+                    try:
+                        self.iopub.get_msg(timeout=0.05)
+                    except Exception:  # noqa: BLE001 - Empty, or an undecodable message
+                        return True
         return False
 
     def disconnected(self) -> int:
