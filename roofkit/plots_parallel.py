@@ -165,6 +165,15 @@ def _plans(plans) -> list:
     return chosen
 
 
+def _finish(ax, title: str, ncols: int, pad: int):
+    """A bar chart's light vertical grid, its legend above the bars, its title; the figure."""
+    ax.grid(True, axis="x", color="0.9", lw=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False, ncols=ncols, borderaxespad=0.2)
+    ax.set_title(title, loc="left", fontsize=10, pad=pad)
+    return ax.figure
+
+
 def _bars_axes(n: int, ax):
     from matplotlib.figure import Figure
 
@@ -206,11 +215,7 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
         ax.set_xlabel("share of the step")
     else:
         ax.set_xlabel("time per step (s)")
-    ax.grid(True, axis="x", color="0.9", lw=0.6)
-    ax.set_axisbelow(True)
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False, ncols=3, borderaxespad=0.2)
-    ax.set_title(title or "Where a training step's time goes", loc="left", fontsize=10, pad=22)
-    return ax.figure
+    return _finish(ax, title or "Where a training step's time goes", ncols=3, pad=22)
 
 
 def memory_plot(plans, labels=None, ax=None, title=None):
@@ -246,11 +251,7 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     ax.set_xlim(0, end * 1.25)
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
-    ax.grid(True, axis="x", color="0.9", lw=0.6)
-    ax.set_axisbelow(True)
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False, ncols=2, borderaxespad=0.2)
-    ax.set_title(title or "What each GPU holds", loc="left", fontsize=10, pad=34)
-    return ax.figure
+    return _finish(ax, title or "What each GPU holds", ncols=2, pad=34)
 
 
 def plan_table(plans, labels=None) -> str:
