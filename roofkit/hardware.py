@@ -49,6 +49,7 @@ _SCALED = {
     "bandwidth_tb_s": ("bandwidth", 1e12),
     "memory_gb": ("memory_bytes", 1e9),
     "memory_gib": ("memory_bytes", 2**30),
+    "usable_memory_mib": ("usable_memory_bytes", float(2**20)),  # what the card reports as its total (nvidia-smi)
     "l2_mb": ("l2_bytes", 1e6),
     "register_file_kib": ("register_file_bytes", 1024.0),  # per SM
     "l1_shared_kib": ("l1_shared_bytes", 1024.0),  # per SM: L1 data cache and shared memory together
@@ -84,7 +85,8 @@ class Accelerator:
     vendor: str
     peak_flops: dict[str, float]
     bandwidth: float
-    memory_bytes: float | None = None
+    memory_bytes: float | None = None  # the datasheet's capacity
+    usable_memory_bytes: float | None = None  # the total the card itself reports (nvidia-smi), where published
     l2_bytes: float | None = None
     compute_units: int | None = None
     compute_unit_name: str = "SM"
@@ -162,6 +164,24 @@ class Accelerator:
                 *(["memory bandwidth"] if self.achievable_bandwidth is not None else [])]
 
     @property
+    def capacity_bytes(self) -> float | None:
+        """The memory a plan may count on: the total the card reports (:attr:`usable_memory_bytes`, e.g.
+        nvidia-smi's 81,559 MiB on an H100) where the catalog has it, else the datasheet's :attr:`memory_bytes`.
+
+        >>> h100 = get("h100")
+        >>> h100.memory_bytes, h100.capacity_bytes
+        (80000000000.0, 85520809984.0)
+        >>> get("mi300x").capacity_bytes == get("mi300x").memory_bytes  # none published: the datasheet's
+        True
+        """
+        return self.usable_memory_bytes if self.usable_memory_bytes is not None else self.memory_bytes
+
+    @property
+    def capacity_source(self) -> str:
+        """Where :attr:`capacity_bytes` comes from."""
+        return self.source("usable_memory_bytes" if self.usable_memory_bytes is not None else "memory_bytes")
+
+    @property
     def precisions(self) -> list[str]:
         return list(self.peak_flops)
 
@@ -179,6 +199,8 @@ class Accelerator:
             "peak_flops": dict(self.peak_flops),
             "ridge": {p: self.ridge(p) for p in self.peak_flops},
             "memory_bytes": self.memory_bytes,
+            "usable_memory_bytes": self.usable_memory_bytes,
+            "capacity_bytes": self.capacity_bytes,
             "l2_bytes": self.l2_bytes,
             "compute_units": self.compute_units,
             "compute_unit_name": self.compute_unit_name,
@@ -243,7 +265,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     for precision, tflops in table["peak_tflops"].items():
         canonical = dtypes.canonical(precision)
         peaks[canonical] = positive(tflops, f"{where}: peak_tflops.{precision}") * 1e12
-    for figure in ["bandwidth", "memory_bytes", "l2_bytes", "compute_units", "register_file_bytes", "l1_shared_bytes",
+    for figure in ["bandwidth", "memory_bytes", "usable_memory_bytes", "l2_bytes", "compute_units", "register_file_bytes", "l1_shared_bytes",
                    *(f"peak.{p}" for p in peaks)]:
         cited[figure] = cited["*"]
     achievable = {}
@@ -276,6 +298,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         peak_flops=peaks,
         bandwidth=values["bandwidth"],
         memory_bytes=values.get("memory_bytes"),
+        usable_memory_bytes=values.get("usable_memory_bytes"),
         l2_bytes=values.get("l2_bytes"),
         register_file_bytes=values.get("register_file_bytes"),
         l1_shared_bytes=values.get("l1_shared_bytes"),

@@ -172,7 +172,7 @@ def decode_throughput(model, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), co
     for colour, context in enumerate(contexts):
         points = [decode_rate(shape, b, context, hw, dtype) for b in batches]
         rate = [r for r, _ in points]
-        fits = [m <= acc.memory_bytes for _, m in points]
+        fits = [m <= acc.capacity_bytes for _, m in points]
         ax.plot(batches, rate, color=f"C{colour}", label=f"context {context:,}")
         ax.scatter([b for b, ok in zip(batches, fits) if ok], [r for r, ok in zip(rate, fits) if ok],
                    color=f"C{colour}", zorder=3, gid="fits")

@@ -509,7 +509,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                   intra=intra_link.key, inter=inter_link.key if inter_link else None, node_gpus=node,
                   model_flops=model_flops,
                   compute_s=compute, bubble_s=bubble, communication=comm, memory=memory,
-                  memory_capacity_bytes=acc.memory_bytes)
+                  memory_capacity_bytes=acc.capacity_bytes)
     if "dp" in comm:  # tokens per GPU at which the data-parallel traffic equals the backward pass
         traffic = comm["dp"]["time_s"] + comm.get("zero", {}).get("time_s", 0.0)
         result.critical_batch_tokens_per_gpu = result.tokens_per_gpu * traffic / (compute * (1 - forward_share))
@@ -517,7 +517,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
         result.warnings.append(f"tp = {t} spans {math.ceil(t / node)} nodes: its all-reduces cross the network.")
     if result.fits is False:
         result.warnings.append(f"does not fit: {result.memory_per_gpu_bytes / 1e9:.1f} GB per GPU, "
-                               f"{acc.memory_bytes / 1e9:.0f} GB available.")
+                               f"{acc.capacity_bytes / 1e9:.1f} GB available (as the card reports it).")
     cb = result.critical_batch_tokens_per_gpu
     if cb is not None and result.tokens_per_gpu < cb:
         result.warnings.append(f"{result.tokens_per_gpu:.0f} tokens per GPU is below the critical batch of "

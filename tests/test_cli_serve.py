@@ -27,9 +27,11 @@ def test_llama_3_70b_on_an_8_gpu_h100_node(capsys):
     assert data["weights_bytes"] == 2 * params  # BF16 by default
     assert data["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2  # every layer, K and V, 8 KV heads of 128
     assert data["kv_bytes_per_sequence"] == 327_680 * 8192
-    reserve = 0.1 * 8 * hardware.get("h100").memory_bytes
+    capacity = hardware.get("h100").capacity_bytes
+    assert capacity == 81559 * 2**20  # what nvidia-smi reports, not the datasheet's 80 GB
+    reserve = 0.1 * 8 * capacity
     assert data["reserve_bytes"] == pytest.approx(reserve)
-    assert data["max_batch"] == math.floor((8 * 80e9 - reserve - 2 * params) / (327_680 * 8192)) == 162
+    assert data["max_batch"] == math.floor((8 * capacity - reserve - 2 * params) / (327_680 * 8192)) == 176
     assert data["fits"] is True and data["batch"] == 1 and data["prompt"] == 8192  # defaults: batch 1, prompt = C
     assert data["tpot_s"] == latency.tpot("llama-3-70b", "h100", 1, 8192, gpus=8)
     assert data["ttft_s"] == latency.ttft("llama-3-70b", "h100", 8192, gpus=8)

@@ -24,7 +24,7 @@ def test_state_is_the_plan():
                   "dp", "layout"):
         assert state[field] == getattr(plan, field), field
     assert state["memory_gb"]["total"] == pytest.approx(plan.memory_per_gpu_bytes / 1e9)
-    assert state["capacity_bytes"] == hardware.get("h100").memory_bytes
+    assert state["capacity_bytes"] == hardware.get("h100").capacity_bytes
     assert state["dp"] == 1024 // (8 * 4)
 
 

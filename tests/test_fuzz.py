@@ -21,16 +21,16 @@ PATHS = list(fuzz_paths.PATHS.values())
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
-@settings(max_examples=150, deadline=1000, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(rng=st.randoms(use_true_random=False))
 def test_random_input_gives_a_result_or_a_roofkit_error(path, rng):
     value = path.make(rng)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine slows the wall clock, not the work
     try:
         path.run(value)
     except RoofkitError:
         pass
-    assert time.perf_counter() - started < 1, f"{path.name} took over a second on {value!r}"
+    assert time.process_time() - started < 1, f"{path.name} took over a CPU second on {value!r}"
 
 
 def test_the_command_line_fuzzer_reaches_every_fast_command():

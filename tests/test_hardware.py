@@ -8,6 +8,7 @@ catalog file.
 import json
 import re
 import tomllib
+from pathlib import Path
 from importlib import resources
 
 import pytest
@@ -351,3 +352,29 @@ def test_register_refuses_bad_achievable_figures(scratch_catalog, change, messag
                                      "achievable_source": "measured in my lab"}, key="lab")
     assert lab.ridge("bf16", achievable=True) == pytest.approx(80 / 0.9)
     assert lab.source("achievable.bf16") == "measured in my lab"
+
+
+def test_memory_plans_use_what_the_card_reports():
+    """The datasheet's GB stays; the card's own total (nvidia-smi's MiB) is what a plan may fill."""
+    h100, h200, mi300x = hardware.get("h100"), hardware.get("h200"), hardware.get("mi300x")
+    assert h100.memory_bytes == 80e9 and h100.usable_memory_bytes == 81_559 * 2**20 == h100.capacity_bytes
+    assert h200.memory_bytes == 141e9 and h200.capacity_bytes == 143_771 * 2**20
+    assert "nvidia-smi" in h100.capacity_source and "smi.txt" in h200.capacity_source
+    # the H200's figure is our own card's: the shipped nvidia-smi output says so
+    smi = (Path(hardware.__file__).parent / "data/measured/h200-2026-11-30/smi.txt").read_text()
+    assert "143771 MiB" in smi
+    assert mi300x.usable_memory_bytes is None and mi300x.capacity_bytes == mi300x.memory_bytes
+    for acc in hardware.catalog():  # a card reports within 10% of its datasheet
+        if acc.usable_memory_bytes:
+            assert 0.9 < acc.usable_memory_bytes / acc.memory_bytes < 1.1, acc.key
+
+
+def test_hw_show_prints_both_memories(capsys):
+    from roofkit.cli import main
+
+    main(["hw", "show", "h100"])
+    out = capsys.readouterr().out
+    assert "memory (datasheet)               80 GB HBM3" in out and "81,559 MiB; memory plans use this" in out
+    main(["hw", "show", "h100", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["memory_bytes"] == 80e9 and data["capacity_bytes"] == data["usable_memory_bytes"] == 81_559 * 2**20

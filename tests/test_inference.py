@@ -150,19 +150,19 @@ def test_scaling_book_param_bytes():
 def test_llama_3_70b_on_8_h100_at_8k_by_hand():
     h100 = hardware.get("h100")
     p = memory.plan("llama-3-70b", "h100", gpus=8, context=8192)
-    free = 8 * h100.memory_bytes * 0.9 - 2 * models.get("llama-3-70b").params
-    assert p.max_batch == math.floor(free / (327_680 * 8192)) == 162
+    free = 8 * h100.capacity_bytes * 0.9 - 2 * models.get("llama-3-70b").params  # 81,559 MiB as nvidia-smi reports
+    assert p.max_batch == math.floor(free / (327_680 * 8192)) == 176
     assert (p.tp, p.pp, p.kv_replication) == (8, 1, 1.0) and p.fits and p.weights_fit
-    assert p.reserve_bytes == pytest.approx(0.1 * 8 * h100.memory_bytes)
+    assert p.reserve_bytes == pytest.approx(0.1 * 8 * h100.capacity_bytes)
 
 
 def test_weights_that_do_not_fit_get_a_verdict_and_the_fewest_gpus():
     p = memory.plan("llama-3-70b", "h100", gpus=1, context=8192)
     assert (p.max_batch, p.max_context, p.fits, p.weights_fit) == (0, 0, False, False)
-    assert p.min_gpus == 2 == math.ceil(2 * models.get("llama-3-70b").params / (0.9 * 80e9))
+    assert p.min_gpus == 2 == math.ceil(2 * models.get("llama-3-70b").params / (0.9 * 81559 * 2**20))
     assert "do not fit" in p.verdict and "2 GPUs at least" in p.verdict
     v3 = memory.plan("deepseek-v3", "h100", gpus=8, context=4096, weights_dtype="fp8")
-    assert not v3.weights_fit and v3.min_gpus == 10  # 673 GB of FP8 weights, 72 GB usable per H100
+    assert not v3.weights_fit and v3.min_gpus == 9  # 673 GB of FP8 weights, 77 GB usable per H100
     assert memory.plan("deepseek-v3", "h200", gpus=8, context=4096, weights_dtype="fp8").weights_fit
 
 
@@ -439,11 +439,11 @@ def test_fragmentation_rejects_bad_input():
 def test_serve_puts_it_together():
     s = serving.serve("llama-3-70b", "h100", gpus=8, context=8192, batch=64)
     d = s.to_dict()
-    assert d["max_batch"] == 162 and d["fits"] is True
+    assert d["max_batch"] == 176 and d["fits"] is True
     assert d["tokens_per_s"] == pytest.approx(64 / d["tpot_s"])
     assert d["tpot_s"] == latency.tpot("llama-3-70b", "h100", 64, 8192, gpus=8)
     assert d["ttft_s"] == latency.ttft("llama-3-70b", "h100", 8192, gpus=8)
-    assert d["reserve_bytes"] == pytest.approx(64e9)
+    assert d["reserve_bytes"] == pytest.approx(0.1 * 8 * 81559 * 2**20)
 
 
 def test_import_roofkit_stays_light():

@@ -55,23 +55,24 @@ def test_kv_sequence_misconceptions_are_named(answer, name):
 
 def test_max_batch_by_hand():
     h100 = roofkit.hw("h100")
-    free = 0.9 * h100.memory_bytes - 2 * roofkit.model("llama-3-8b").params
-    assert key("l13.max-batch") == math.floor(free / (2 * 32 * 8 * 128 * 2 * 32768)) == 13
-    assert key("l13.max-batch", hw="h200") == 25
-    assert verdict("l13.max-batch", 14).correct is False and verdict("l13.max-batch", "13").correct
+    free = 0.9 * h100.capacity_bytes - 2 * roofkit.model("llama-3-8b").params
+    assert key("l13.max-batch") == math.floor(free / (2 * 32 * 8 * 128 * 2 * 32768)) == 14
+    assert key("l13.max-batch", hw="h200") == 27
+    assert verdict("l13.max-batch", 13).correct is False and verdict("l13.max-batch", "14").correct
 
 
 def test_max_batch_misconceptions():
-    free = 0.9 * 80e9 - 2 * roofkit.model("llama-3-8b").params
+    capacity = roofkit.hw("h100").capacity_bytes
+    free = 0.9 * capacity - 2 * roofkit.model("llama-3-8b").params
     assert verdict("l13.max-batch", math.floor(2 * free / 4.294967296e9)).misconception == "k-or-v-once"
     assert verdict("l13.max-batch", math.floor(free / (4 * 4.294967296e9))).misconception == "gqa-ignored"
-    assert verdict("l13.max-batch", math.floor((80e9 - 2 * 8.03e9) / 4.294967296e9)).misconception == "no-reserve"
+    assert verdict("l13.max-batch", math.floor((capacity - 2 * 8.03e9) / 4.294967296e9)).misconception == "no-reserve"
 
 
 def test_fewest_gpus_for_llama_405b():
-    # 405.85B parameters: 811.7 GB in BF16; 72 GB usable per H100 -> 12
-    assert key("l13.ex-min-gpus") == 12 == math.ceil(2 * roofkit.model("llama-3.1-405b").params / 72e9)
-    assert verdict("l13.ex-min-gpus", 11).misconception == "no-reserve"
+    # 405.85B parameters: 811.7 GB in BF16; 0.9 x 85.5 GB = 77.0 GB usable per H100 -> 11
+    assert key("l13.ex-min-gpus") == 11 == math.ceil(2 * roofkit.model("llama-3.1-405b").params / (0.9 * 81559 * 2**20))
+    assert verdict("l13.ex-min-gpus", 10).misconception == "no-reserve"
     assert key("l13.ex-min-gpus", weights_dtype="fp8") == 6
 
 
@@ -117,11 +118,11 @@ def test_int4_buys_less_than_its_bytes():
 
 def test_worked_problem_llama_3_70b_on_8_h100():
     plan = memory.plan("llama-3-70b", "h100", 8, 8192)
-    assert plan.weights_fit and plan.max_batch == 162
-    tpot = latency.tpot("llama-3-70b", "h100", 162, 8192, gpus=8)
-    assert key("l13.worked-throughput") == pytest.approx(162 / tpot)
+    assert plan.weights_fit and plan.max_batch == 176
+    tpot = latency.tpot("llama-3-70b", "h100", 176, 8192, gpus=8)
+    assert key("l13.worked-throughput") == pytest.approx(176 / tpot)
     # the JAX scaling book's envelope for the same step: (W + B s c) / BW on 8 GPUs, the math well below
-    envelope = latency.step_time_bound(162, roofkit.model("llama-3-70b").params, plan.weights_bytes,
+    envelope = latency.step_time_bound(176, roofkit.model("llama-3-70b").params, plan.weights_bytes,
                                        plan.kv_bytes_per_sequence, 8 * 989e12, 8 * 3.35e12)
     assert 1 < tpot / envelope < 1.25  # activations and all-reduces on top
     assert verdict("l13.worked-throughput", key("l13.worked-throughput") / 8).misconception == "per-gpu"

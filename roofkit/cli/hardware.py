@@ -24,7 +24,11 @@ def cmd_show(args) -> None:
     if acc.achievable_bandwidth:
         rows.append(("bandwidth, achievable", human(acc.achievable_bandwidth, "B/s")))
     if acc.memory_bytes:
-        rows.append(("memory", human(acc.memory_bytes, "B") + (f" {acc.memory_type}" if acc.memory_type else "")))
+        rows.append(("memory (datasheet)", human(acc.memory_bytes, "B") + (f" {acc.memory_type}" if acc.memory_type else "")
+                     + ("" if acc.usable_memory_bytes else "; memory plans use this (no total reported by the card is published)")))
+    if acc.usable_memory_bytes:
+        rows.append(("memory (as the card reports it)", f"{human(acc.usable_memory_bytes, 'B')} = "
+                     f"{acc.usable_memory_bytes / 2**20:,.0f} MiB; memory plans use this"))
     if acc.l2_bytes:
         rows.append(("L2 / last-level cache", human(acc.l2_bytes, "B")))
     if acc.compute_units:

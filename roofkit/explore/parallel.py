@@ -118,7 +118,7 @@ def _html(state: dict) -> str:
         ("batch", f"{_tokens(p.global_batch_tokens)} tokens of {p.seq:,}: {p.tokens_per_gpu:,.0f} per GPU, "
                   f"{p.microbatches} micro-batch{'es' if p.microbatches > 1 else ''} per replica"),
         ("memory per GPU", f"<b style='color:{colour}'>{p.memory_per_gpu_bytes / 1e9:.1f} GB{fit_text}</b> "
-                           f"({_short(acc)}: {acc.memory_bytes / 1e9:.0f} GB)"),
+                           f"({_short(acc)}: {acc.capacity_bytes / 1e9:.1f} GB usable)"),
         ("step time", f"<b>{p.step_time_s:.3g} s</b>: compute {p.compute_s:.3g} s, exposed communication "
                       f"{p.communication_s:.3g} s, bubble {p.bubble_s:.3g} s"),
         ("MFU", f"<b>{p.mfu:.1%}</b> (matmuls at the datasheet peak: an upper bound)"),

@@ -184,7 +184,7 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
     inputs = {
         "model": w.Dropdown(options=[(m.name, m.key) for m in models.catalog()], value=M.key, description="model",
                             style=style),
-        "hw": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog() if a.memory_bytes],
+        "hw": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog() if a.capacity_bytes],
                          value=acc.key, description="accelerator", style=style),
         "gpus": w.Dropdown(options=list(GPU_COUNTS), value=gpus, description="GPUs", style=style),
         "weights_dtype": w.Dropdown(options=[(d.upper(), d) for d in WEIGHTS], value=state["weights_dtype"],

@@ -1,6 +1,7 @@
 """A memory plan for serving a model on N GPUs: weights, KV cache, a reserve; what fits.
 
-Each GPU's memory M (the catalog's ``memory_bytes``) holds, with the work split
+Each GPU's memory M (the catalog's ``capacity_bytes``: the total the card reports,
+such as nvidia-smi's 81,559 MiB on an H100, where published; else the datasheet's) holds, with the work split
 evenly over the N GPUs:
 
     N M  =  reserve  +  weights  +  KV cache  (+ what is left)
@@ -30,9 +31,9 @@ the rest, p = N / t.
 
     >>> p = plan("llama-3-70b", "h100", gpus=8, context=8192)
     >>> p.fits, p.max_batch, (p.tp, p.pp)
-    (True, 162, (8, 1))
+    (True, 176, (8, 1))
     >>> plan("llama-3-70b", "h100", gpus=1, context=8192).verdict
-    'The weights alone (141.1 GB) do not fit on 1 x H100 SXM5 80GB (72 GB each after the 10% reserve): they need 2 GPUs at least.'
+    'The weights alone (141.1 GB) do not fit on 1 x H100 SXM5 80GB (76.97 GB each after the 10% reserve): they need 2 GPUs at least.'
 """
 
 from __future__ import annotations
@@ -155,9 +156,9 @@ class MemoryPlan:
 def min_gpus(model, hw, weights_dtype="bf16", reserve=RESERVE, group=None) -> int:
     """The fewest GPUs whose memory, less the reserve, holds the weights (the KV cache not counted)."""
     acc = hardware.get(hw)
-    if not acc.memory_bytes:
+    if not acc.capacity_bytes:
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
-    usable = acc.memory_bytes * (1 - _reserve(reserve))
+    usable = acc.capacity_bytes * (1 - _reserve(reserve))
     return max(1, math.ceil(weights.weights_bytes(model, weights_dtype, group) / usable))
 
 
@@ -166,12 +167,12 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
     """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens."""
     m, acc = models.get(model), hardware.get(hw)
     n, s, B, r = whole(gpus, "gpus"), whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
-    if not acc.memory_bytes:
+    if not acc.capacity_bytes:
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
     kv_key = dtypes.canonical(kv_dtype)
     fmt = weights.weight_format(weights_dtype, group)
     lay = layout(m, acc, n)
-    capacity = n * acc.memory_bytes
+    capacity = n * acc.capacity_bytes
     reserved = r * capacity
     W = weights.weights_bytes(m, fmt)
     per_token = kvcache.bytes_per_token(m, kv_key)
