@@ -75,7 +75,7 @@ register(
         unit="dimensionless",
         rtol=0.02,
         hints=(
-            "Near the weight, neighbouring values of the format are a fixed gap apart: 2^(k - M) in [2^k, 2^(k+1)).",
+            "Near the weight, neighbouring values of the format are a fixed gap apart: eps = 2^-M at 1.",
             "Rounding goes to the nearest value: the update must carry the sum past the midpoint to the next one.",
         ),
         misconceptions=(
@@ -202,7 +202,7 @@ register(
         rtol=0.01,
         points=2,
         hints=(
-            "What is the largest finite value of the format? Lesson 05 derived it from the bits.",
+            "What is the largest finite value of the format?",
             "S x amax should equal that value.",
         ),
         misconceptions=(
