@@ -197,7 +197,10 @@ def curves(x, series, xlabel, ylabel, title=None, hline=None, span=None, legend=
     ``series``: (label, values) or (label, values, style) with style a dict of
     matplotlib line options (color, ls, ...); values may be one number (a flat
     line). ``hline``: (y, text), a dotted horizontal line with its label.
-    ``span``: (x, y_low, y_high, text), a double arrow showing a gap.
+    ``span``: (x, y_low, y_high, text), a double arrow showing a gap, its text to
+    the left of the arrow halfway up (on the log axis); a fifth item, a fraction
+    from 0 (bottom) to 1 (top), places the text lower or higher, clear of a line
+    that crosses the middle.
     """
     import numpy as np
     from matplotlib.figure import Figure
@@ -214,9 +217,10 @@ def curves(x, series, xlabel, ylabel, title=None, hline=None, span=None, legend=
         ax.axhline(y, color="0.4", lw=1, ls=":")
         ax.text(x[0] * 1.2, y * 1.15, text, color="0.3", fontsize=9)
     if span is not None:
-        at, low, high, text = span
+        at, low, high, text, *where = span
+        up = where[0] if where else 0.5
         ax.annotate("", xy=(at, high), xytext=(at, low), arrowprops=dict(arrowstyle="<->", color="C0"))
-        ax.text(at / 1.15, (low * high) ** 0.5, text, color="C0", ha="right", va="center", fontsize=9)
+        ax.text(at / 1.15, low ** (1 - up) * high**up, text, color="C0", ha="right", va="center", fontsize=9)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

@@ -78,6 +78,17 @@ def test_curves_draw_one_line_per_series():
     assert list(ax.get_lines()[1].get_ydata()) == [5, 5, 5]
 
 
+def test_curves_span_text_halfway_or_where_asked():
+    """The span's text sits halfway up the arrow on the log axis, or at the fraction given (lesson 01 lowers it
+    off the GEMM line that crosses the middle)."""
+    middle = [t for t in diagrams.curves([1, 10], [("a", [1, 2])], "n", "y", span=(5, 1, 100, "gap")).axes[0].texts
+              if t.get_text() == "gap"][0]
+    assert middle.get_position()[1] == pytest.approx(10)
+    low = [t for t in diagrams.curves([1, 10], [("a", [1, 2])], "n", "y", span=(5, 1, 100, "gap", 0.25)).axes[0].texts
+           if t.get_text() == "gap"][0]
+    assert low.get_position()[1] == pytest.approx(100**0.25)
+
+
 def test_roofline_arrows_join_kernels_by_label():
     decode = {b: formulas.gemm(b, 4096, 4096, "bf16") for b in (1, 64)}
     fig = roofline.plot("h100", "bf16", kernels=[("b1", decode[1]), ("b64", decode[64])],

@@ -150,3 +150,19 @@ def test_no_hint_gives_the_library_call_that_computes_the_key():
         for hint in question.hints:
             assert not any(call in hint for call in calls), (question.id, hint)
             assert "{" not in hint, (question.id, hint)  # hints are not templates: no unfilled names
+
+
+def test_terms_are_defined_before_they_are_used():
+    """Issue 18: BLAS, the number formats and the running example's linear layer are introduced in the text
+    before the lesson uses them (they were left to lesson 05, or to a question's prompt)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "01-counting-flops-and-bytes.md").read_text("utf-8")
+    text = " ".join(text.split())  # as read, whatever the line breaks
+    assert "Basic Linear Algebra Subprograms" in text[:text.index("BLAS") + 200]
+    first_format = min(text.index(name) for name in ("BF16", "FP32", "FP8", "FP4"))
+    assert text.index("**number format**") < first_format + 400
+    assert text.index("**linear layer**") < text.index('ask("l01.gemm-flops")')
+    assert "the linear layer above" not in text
+    assert "sits near 1 FLOP/byte" not in text  # lesson 02 asks for the GEMV's intensity
+

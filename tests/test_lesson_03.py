@@ -96,8 +96,14 @@ def test_achievable_sum_and_its_misconceptions():
 
 
 def test_more_flops_do_not_speed_up_a_memory_bound_kernel():
-    assert key("l03.more-flops") == pytest.approx(1.0, abs=1e-3)
-    assert key("l03.more-flops", factor=10) == pytest.approx(1.0, abs=1e-3)
+    # batch 256 through a 4096 x 4096 weight: 2 x 256 x 4096^2 FLOPs over (2 x 256 x 4096 + 4096^2) x 2 bytes
+    intensity = 2 * 256 * 4096**2 / ((2 * 256 * 4096 + 4096**2) * 2)
+    assert intensity == pytest.approx(227.6, abs=0.1) and intensity < H100.ridge("bf16")
+    assert key("l03.more-flops") == pytest.approx(1.0, abs=1e-9)
+    assert key("l03.more-flops", factor=10) == pytest.approx(1.0, abs=1e-9)
+    assert key("l03.more-flops", batch=1) == pytest.approx(1.0, abs=1e-9)
+    # past the ridge the faster math does help, until the memory roof takes over: I / I* = 409.6 / 295.2
+    assert key("l03.more-flops", batch=512) == pytest.approx(409.6 / H100.ridge("bf16"), rel=1e-3)
     verdict = quiz.judge(quiz.get("l03.more-flops"), 2)
     assert not verdict.correct and verdict.misconception == "flops-help-memory-bound"
     # the H200 has the H100's compute and more bandwidth: the GEMV does get faster there
@@ -107,6 +113,7 @@ def test_more_flops_do_not_speed_up_a_memory_bound_kernel():
 
 
 def test_batching_moves_the_point_horizontally():
+    """Asked before the lesson prints the batched intensities or draws the arrow."""
     assert key("l03.batch-move") == "horizontal"
     assert key("l03.batch-move", batch=1) == "vertical"  # no batching, no move along the intensity axis
     assert quiz.judge(quiz.get("l03.batch-move"), "vertical").misconception == "batching-is-vertical"
@@ -116,12 +123,47 @@ def test_batching_moves_the_point_horizontally():
     assert formulas.gemv(4096, 4096, "fp8").intensity == pytest.approx(2 * formulas.gemv(4096, 4096, "bf16").intensity)
 
 
-def test_exercise_1_batch_1_is_memory_bound():
+def test_exercise_1_batch_320_is_still_memory_bound():
+    """'Intensity ~ batch' says 320 > 295: compute-bound. Counted, I = 320 x 4096 / (2 x 320 + 4096) = 276.8 at
+    2 bytes, short of the H100's BF16 ridge; the crossing is at batch 345 (lesson 10 quotes it)."""
     assert key("l03.ex-batch1-bound") == "memory"
-    assert key("l03.ex-batch1-bound", batch=512) == "compute"  # past the decode crossing batch
-    intensity = formulas.gemm(1, 4096, 4096, "bf16").intensity
-    assert intensity == pytest.approx(1.0, rel=1e-3)
-    assert quiz.judge(quiz.get("l03.ex-batch1-bound"), "compute").misconception == "big-matrix-is-compute-bound"
+    exact = 320 * 4096 / (2 * 320 + 4096)
+    assert formulas.gemm(320, 4096, 4096, "bf16").intensity == pytest.approx(exact, rel=1e-12)
+    assert exact == pytest.approx(276.8, abs=0.05)
+    assert exact < H100.ridge("bf16") < 320
+    crossing = next(b for b in range(1, 4096) if formulas.gemm(b, 4096, 4096, "bf16").intensity >= H100.ridge("bf16"))
+    assert crossing == 345
+    assert key("l03.ex-batch1-bound", batch=344) == "memory" and key("l03.ex-batch1-bound", batch=345) == "compute"
+    assert key("l03.ex-batch1-bound", batch=1) == "memory"  # batch 1, about 1 FLOP/byte: memory-bound everywhere
+    assert key("l03.ex-batch1-bound", hw="A100") == "compute"  # the A100's ridge is about 153
+    verdict = quiz.judge(quiz.get("l03.ex-batch1-bound"), "compute")
+    assert not verdict.correct and verdict.misconception == "rule-of-thumb"
+    verdict = quiz.judge(quiz.get("l03.ex-batch1-bound").with_params(hw="A100"), "memory")
+    assert not verdict.correct and verdict.misconception == "rule-of-thumb"
+
+
+def test_questions_rewritten_so_that_no_printed_number_answers_them():
+    """Issue 18: the batched decode of l03.more-flops and l03.ex-batch1-bound is printed nowhere before it is
+    asked, and l03.batch-move comes before the arrows and numbers that show the move."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "03-the-roofline.md").read_text("utf-8")
+    assert text.index('ask("l03.batch-move")') < text.index("horizontal: batching")
+    assert text.index('ask("l03.batch-move")') < text.index("batching 1 -> 64")
+    assert text.index('ask("l03.more-flops")') < text.index("batch_256 =")
+    assert text.index('ask("l03.ex-batch1-bound")') < text.index("for batch in (64, 256, 320, 384, 1024)")
+    assert "More FLOP/s does not help" not in text.split('ask("l03.more-flops")')[0]
+
+
+def test_the_ridge_from_each_way_of_writing_the_peak():
+    """Issue 18: the catalog's 989 is the datasheet's 1,979 / 2 = 989.5 rounded; the whitepaper gives 989.4.
+    989 / 3.35 = 295.2, 989.4 / 3.35 = 295.3, 989.5 / 3.35 = 295.4, 990 / 3.35 = 295.5."""
+    assert H100.peak("bf16") == 989e12
+    assert H100.peak_from_parts("bf16") / 1e12 == pytest.approx(989.4, abs=0.05)
+    assert any("1,979 BF16" in note for note in H100.notes)
+    for peak, ridge in ((989e12, 295.2), (989.4e12, 295.3), (989.5e12, 295.4), (990e12, 295.5)):
+        assert round(roofline.ridge_point(peak, 3.35e12), 1) == ridge
+    assert quiz.judge(quiz.get("l03.ridge-bf16"), 295.4).correct
 
 
 def test_the_lesson_no_longer_repeats_the_half_and_calls_no_datasheet_sum_a_ceiling():

@@ -130,13 +130,62 @@ def test_sustained_clock_scales_the_peak():
 
 
 def test_exercise_peak_at_a_held_clock():
-    assert key("l04.ex-h100-peak") == pytest.approx(132 * 4 * 512 * 2 * 1.65e9 / 1e12)  # 892.1
+    """The H100 PCIe (Hopper whitepaper: 114 SMs, 4 tensor cores each, 512 dense BF16 FMAs per tensor core per
+    clock) at 1.5 GHz. Its datasheet's 756 TFLOP/s is the same product at 1,620 MHz."""
+    assert key("l04.ex-h100-peak") == pytest.approx(114 * 4 * 512 * 2 * 1.5e9 / 1e12)  # 700.4
+    assert hardware.get("h100 pcie").peak("bf16") == pytest.approx(114 * 4 * 512 * 2 * 1.62e9, rel=1e-3)
     question = quiz.get("l04.ex-h100-peak")
-    assert quiz.judge(question, "892 TFLOP/s").correct
-    assert quiz.judge(question, 446.1).misconception == "fma-one-flop"
-    assert quiz.judge(question, 989).misconception == "datasheet-peak"
-    assert quiz.judge(question, 1070.5).misconception == "max-boost-clock"
-    assert quiz.judge(question, 223.0).misconception == "one-tensor-core-per-sm"
+    assert quiz.judge(question, "700 TFLOP/s").correct
+    assert quiz.judge(question, 350.2).misconception == "fma-one-flop"
+    assert quiz.judge(question, 756).misconception == "datasheet-peak"
+    assert quiz.judge(question, 819.5).misconception == "max-boost-clock"
+    assert quiz.judge(question, 175.1).misconception == "one-tensor-core-per-sm"
+    # the SXM5 part's 132 SMs are a different chip's count
+    assert not quiz.judge(question, 132 * 4 * 512 * 2 * 1.5e9 / 1e12).correct
+
+
+def test_halving_the_bits_doubles_the_peak_except_on_the_tpu_v4():
+    """Issue 18: 'each halving of the bits doubles tensor throughput' is a design choice. Google's TPU v4 page
+    gives 275 TFLOP/s BF16 and 275 TOPS INT8; every other chip in the catalog doubles (within 2%)."""
+    exceptions = []
+    for acc in hardware.catalog():
+        sixteen = "bf16" if "bf16" in acc.peak_flops else "fp16"
+        eight = next((p for p in ("fp8", "int8") if p in acc.peak_flops), None)
+        if eight and abs(acc.peak(eight) / acc.peak(sixteen) - 2) > 0.05:
+            exceptions.append(acc.key)
+    assert exceptions == ["tpu-v4"]
+    v4 = hardware.get("tpu-v4")
+    assert v4.peak("int8") == v4.peak("bf16") == 275e12
+
+
+def test_catalog_notes_fixed_by_issue_18():
+    """AMD's MI300X data sheet: FP32 vector 163.4 = FP32 matrix 163.4, FP64 vector 81.7, FP64 matrix 163.4.
+    NVIDIA's L4 datasheet marks every tensor figure (TF32 120, BF16/FP16 242, FP8/INT8 485) as sparse."""
+    mi300x = " ".join(hardware.get("mi300x").notes)
+    assert "half of that" not in mi300x
+    assert "vector 163.4" in mi300x and "81.7" in mi300x
+    l4 = hardware.get("l4")
+    assert l4.peak("bf16") == 121e12 and l4.peak("tf32") == 60e12 and l4.peak("fp32") == 30.3e12
+    for figure in ("242", "120", "485"):
+        assert figure in l4.source("peak.bf16")
+    assert "only" not in l4.source("peak.bf16") and "FP8/INT8 figures halved)" not in l4.source("peak.bf16")
+
+
+def test_lesson_text_fixed_by_issue_18():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "04-accelerators.md").read_text("utf-8")
+    assert "generational \"improvement\"" not in text and "looks like a generational" not in text
+    assert "each halving of the bits doubles" not in text
+    # the boost-clock pitfall names the chip it holds for (not the A100, whose tensor peaks use its boost clock)
+    pitfall = text[text.index("**Boost clock as sustained.**"):text.index("**One chip's ridge for another.**")]
+    assert "A100" in pitfall and "H100" in pitfall
+    a100 = hardware.get("a100")
+    assert a100.clock("tensor") == a100.clock("boost")
+    h100 = hardware.get("h100")
+    assert h100.peak_from_parts("bf16", h100.clock("boost")) > h100.peak("bf16")
+    # the v5e question comes before the note that converts 800 GiB/s to GB/s
+    assert text.index('ask("l04.v5e-gib")') < text.index("v5e.notes[0]")
 
 
 def test_the_catalog_keeps_its_disagreements():

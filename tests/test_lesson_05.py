@@ -143,6 +143,33 @@ def test_h100_peaks_double_per_halving():
     assert H100.ridge("fp8") == pytest.approx(591, rel=0.005)
 
 
+def test_fp32_tf32_bf16_do_not_reach_equally_far_down():
+    """Issue 18: the three share their smallest normal number (2^-126) and nearly their largest, but their
+    smallest subnormals are 2^-149 = 1.4e-45, 2^-136 = 1.15e-41 and 2^-133 = 9.2e-41 (ml_dtypes' finfo for the
+    two it has)."""
+    low = {name: precision.get(name).min_subnormal for name in ("fp32", "tf32", "bf16")}
+    assert low == {"fp32": 2.0**-149, "tf32": 2.0**-136, "bf16": 2.0**-133}
+    assert low["fp32"] == float(np.finfo(np.float32).smallest_subnormal)
+    assert low["bf16"] == float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_subnormal)
+    assert {precision.get(name).min_normal for name in low} == {2.0**-126}
+    spans = [math.log10(precision.get(name).max / low[name]) for name in ("fp32", "tf32", "bf16")]
+    assert spans[0] > spans[1] > spans[2] and spans[0] - spans[2] > 4  # 83.4, 79.5, 78.6 decades
+
+
+def test_the_halving_rule_is_stated_where_it_holds():
+    """The lesson checks 'halve the bits, double the rate' across the catalog instead of stating it as a law:
+    the TPU v4 runs INT8 at its BF16 rate (Google's TPU v4 page: 275 and 275)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "05-number-formats.md").read_text("utf-8")
+    text = " ".join(text.split())  # as read, whatever the line breaks
+    assert "reach equally far." not in text and "reach equally far:" not in text
+    assert "Each halving of the operand width doubles" not in text
+    assert "TPU v4" in text and "2:4 structured sparsity" in text
+    v4 = roofkit.hw("tpu-v4")
+    assert v4.peak("int8") == v4.peak("bf16")
+
+
 def test_fp8_gemm_keeps_its_crossing_size():
     """The balance-point dimension is 3 I* in 16-bit; in FP8 with 1-byte operands it is the same n."""
     # n = 3 b I* / 2: b halves and I* doubles. B200: 4500 / 2250 is exactly 2, so the FP8 answer is the

@@ -29,10 +29,21 @@ def _achievable_sum_us(hw, dtype, n):
     return bounds[1] * 1e6
 
 
-def _decode_time(k, n, hw, dtype, peak_factor=1):
-    """Optimistic time of y[1, n] = x[1, k] @ W[k, n] on ``hw`` with its peak scaled by ``peak_factor``."""
-    acc, cost = hardware.get(hw), formulas.gemm(1, n, k, dtype)
+def _decode_time(batch, k, n, hw, dtype, peak_factor=1):
+    """Optimistic time of Y[batch, n] = X[batch, k] @ W[k, n] on ``hw`` with its peak scaled by ``peak_factor``."""
+    acc, cost = hardware.get(hw), formulas.gemm(batch, n, k, dtype)
     return roofline.time_bounds(cost.flops, cost.bytes, peak_factor * acc.peak(dtype), acc.bandwidth)[0]
+
+
+def _bound(hw, dtype, d, batch):
+    """'memory' or 'compute': X[batch, d] @ W[d, d] in ``dtype`` against the ``hw``'s ridge."""
+    return _placed(formulas.gemm(batch, d, d, dtype), hw, dtype).bound
+
+
+_RULE_OF_THUMB = ("Count it instead of estimating it: 2 x batch x d^2 FLOPs over (2 x batch x d + d^2) x b bytes "
+                  "(X and Y as well as W), and compare that ratio with this chip's ridge in this format. 'Intensity "
+                  "is about the batch' is the limit for a batch much smaller than d, and only at 2 bytes per "
+                  "element; this close to the ridge it can put the kernel on the wrong side.")
 
 
 def _move(batch, d, dtype):
@@ -144,21 +155,26 @@ register(
         id="l03.more-flops",
         lesson="03",
         kind="numeric",
-        prompt="A new GPU has {factor}x the {hw}'s dense {dtype} peak and the same memory bandwidth. By what factor "
-               "does the decode GEMV x[1, {k}] @ W[{k}, {n}] in {dtype} get faster on it (optimistic bound)?",
-        params={**_H100, "dtype": "bf16", "factor": 2, "k": 4096, "n": 4096},
-        key=lambda hw, dtype, factor, k, n: _decode_time(k, n, hw, dtype) / _decode_time(k, n, hw, dtype, factor),
+        prompt="A new GPU has {factor}x the {hw}'s dense {dtype} peak and the same memory bandwidth. A decode step "
+               "that serves {batch} requests at once multiplies X[{batch}, {k}] by W[{k}, {n}] in {dtype}. By what "
+               "factor does this product get faster on the new GPU (optimistic bound, max(T_math, T_mem))?",
+        params={**_H100, "dtype": "bf16", "factor": 2, "batch": 256, "k": 4096, "n": 4096},
+        key=lambda hw, dtype, factor, batch, k, n: (_decode_time(batch, k, n, hw, dtype)
+                                                    / _decode_time(batch, k, n, hw, dtype, factor)),
         unit="dimensionless",
         rtol=0,  # one exact number: the time does not change at all
         hints=(
-            "Is the GEMV memory- or compute-bound? Compare its intensity with the ridge.",
-            "Its time is the larger of T_math and T_mem: which of them did the new GPU change?",
+            "Is the product memory- or compute-bound on the old GPU? Count its FLOPs and bytes and compare their "
+            "ratio with the ridge.",
+            "Its time is the larger of T_math and T_mem: which of them did the new GPU change, and is it the "
+            "larger one?",
         ),
         misconceptions=(
             Misconception("flops-help-memory-bound",
                           "More FLOP/s does nothing for a memory-bound kernel: its time is bytes / bandwidth, and "
-                          "neither changed. Only the already tiny T_math shrank.",
-                          answer=lambda hw, dtype, factor, k, n: factor),
+                          "neither changed. Only T_math, already the shorter time, shrank. Check the product's "
+                          "intensity against the ridge: a batch in the hundreds is not yet past it here.",
+                          answer=lambda hw, dtype, factor, batch, k, n: factor),
         ),
     ),
     Question(
@@ -188,22 +204,22 @@ register(
         id="l03.ex-batch1-bound",
         lesson="03",
         kind="choice",
-        prompt="With the {hw}'s {dtype} peak and bandwidth, is a GEMM through a d x d weight W at batch {batch}, "
-               "X[{batch}, d] @ W[d, d] with d = {d}, memory- or compute-bound?",
-        params={**_H100, "dtype": "bf16", "d": 4096, "batch": 1},
+        prompt="Exercise. A decode step serves {batch} requests at once: X[{batch}, d] @ W[d, d] with d = {d}, in "
+               "{dtype}, on the {hw}. With the catalog's dense {dtype} peak and bandwidth for that chip, is it "
+               "memory- or compute-bound?",
+        params={**_H100, "dtype": "bf16", "d": 4096, "batch": 320},
         choices=("memory", "compute"),
-        key=lambda hw, dtype, d, batch: _placed(formulas.gemm(batch, d, d, dtype), hw, dtype).bound,
+        variants={"batch": (128, 192, 256, 384, 512), "hw": ("A100", "H100 SXM5", "H200")},
+        key=_bound,
         points=2,
         hints=(
-            "d x d is the size of W, not the work per byte. How many FLOPs does each byte of W feed?",
-            "At batch 1 each element of W is used in one multiply-add (2 FLOPs) and takes b bytes. Compare that "
-            "intensity with the ridge.",
+            "Count the FLOPs (2MNK) and the bytes: X and Y cross HBM as well as W.",
+            "Divide, and compare with this chip's ridge in this format, peak over bandwidth.",
         ),
         misconceptions=(
-            Misconception("big-matrix-is-compute-bound",
-                          "A big weight does not make a kernel compute-bound: at batch 1 each weight element is read "
-                          "once for one multiply-add, about 1 FLOP per byte, far left of the ridge.",
-                          answer=lambda hw, dtype, d, batch: "compute"),
+            Misconception("rule-of-thumb", _RULE_OF_THUMB,
+                          answer=lambda hw, dtype, d, batch:
+                          "compute" if _bound(hw, dtype, d, batch) == "memory" else "memory"),
         ),
     ),
     Question(

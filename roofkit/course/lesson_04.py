@@ -153,8 +153,8 @@ register(
         prompt="An {hw} running a long {dtype} GEMM at its power limit holds an SM clock of {held_ghz} GHz. Derive "
                "its dense {dtype} peak at that clock from its parts: the catalog's SM count, tensor cores per SM "
                "and dense {dtype} FMAs per tensor core per clock. In TFLOP/s?",
-        params={"hw": "H100 SXM5", "dtype": "bf16", "held_ghz": 1.65},
-        variants={"held_ghz": (1.59, 1.71, 1.755, 1.8)},
+        params={"hw": "H100 PCIe", "dtype": "bf16", "held_ghz": 1.5},
+        variants={"held_ghz": (1.35, 1.41, 1.56, 1.59)},
         key=_tflops_from_parts,
         unit="TFLOP/s",
         rtol=0.005,

@@ -40,9 +40,9 @@ register(
                 "added to the weight), underflow (the gradient flushes to zero), overflow (the weight outgrows "
                 "the format), speed (the FP32 copy makes the step faster), or none (nothing is lost: you can "
                 "skip it)."),
-        params={"weight": 1.0, "update": 1e-4},
+        params={"weight": 0.05, "update": 1e-4},
         choices=("swamping", "underflow", "overflow", "speed", "none"),
-        variants={"weight": (0.02, 0.1, 1.0, 2.0), "update": (1e-5, 1e-4, 1e-3)},
+        variants={"weight": (0.02, 0.1, 0.3, 2.0), "update": (1e-5, 1e-4, 1e-3)},
         key=lambda weight, update: "swamping" if _lost(weight, update) else "none",
         hints=(
             "How far apart are BF16 numbers near the weight? Compare with the update.",
@@ -69,8 +69,8 @@ register(
         kind="numeric",
         prompt=("In {fmt}, about how large must a positive update be to change a weight of {weight} at all, "
                 "when the sum is rounded to {fmt}? Two significant figures are enough."),
-        params={"fmt": "bfloat16", "weight": 1.0},
-        variants={"fmt": ("bfloat16", "float16"), "weight": (0.1, 0.5, 1.0, 3.0, 20.0)},
+        params={"fmt": "bfloat16", "weight": 0.2},
+        variants={"fmt": ("bfloat16", "float16"), "weight": (0.1, 0.5, 3.0, 20.0)},
         key=lambda fmt, weight: precision.swamping(weight, 1.0, fmt)["smallest_update_that_survives"],
         unit="dimensionless",
         rtol=0.02,
@@ -120,12 +120,12 @@ register(
         id="l06.bf16-loss-scaling",
         lesson="06",
         kind="choice",
-        prompt=("Gradients like precision.example_gradients() (magnitudes mostly between 1e-9 and 1e-6) are cast "
-                "to {fmt}. Do you need loss scaling to keep them from flushing to zero: yes or no?"),
-        params={"fmt": "bfloat16"},
+        prompt=("A layer's gradients have magnitudes from about {smallest} up to about 1e-6, like "
+                "precision.example_gradients(). They are cast to {fmt}. Do you need loss scaling to keep the "
+                "smallest of them from flushing to zero: yes or no?"),
+        params={"smallest": 1e-9, "fmt": "bfloat16"},
         choices=("yes", "no"),
-        key=lambda fmt: "yes" if precision.underflow(precision.example_gradients(), fmt)["underflow_fraction"] > 0
-        else "no",
+        key=lambda smallest, fmt: "yes" if precision.round_to(smallest, fmt) == 0 else "no",
         hints=(
             "What decides whether a small number flushes to zero: the exponent bits or the mantissa bits?",
             "Compare the format's smallest subnormal value with the gradients' magnitudes.",
@@ -134,7 +134,7 @@ register(
             Misconception("bf16-like-fp16",
                           "Loss scaling is an FP16 remedy. BF16 has the same 8 exponent bits as FP32, so its "
                           "smallest normal number is about 1e-38, far below these gradients.",
-                          answer=lambda fmt: "yes"),
+                          answer=lambda smallest, fmt: "yes"),
         ),
     ),
     Question(
@@ -193,9 +193,9 @@ register(
         lesson="06",
         kind="numeric",
         prompt=("An activation tensor's largest magnitude (its amax) is {amax}. Per-tensor scaling multiplies the "
-                "tensor by S before the cast to {fmt}, so that amax lands on the format's largest finite value. "
-                "What is S?"),
-        params={"amax": 0.002, "fmt": "float8_e4m3fn"},
+                "tensor by S before the cast to FP8 {fmt} (OCP's E4M3, float8_e4m3fn in ml_dtypes), so that amax "
+                "lands on the format's largest finite value. What is S?"),
+        params={"amax": 0.002, "fmt": "e4m3"},
         variants={"amax": (0.0005, 0.001, 0.005, 0.02, 0.1, 4.0)},
         key=lambda amax, fmt: precision.get(fmt).max / amax,
         unit="dimensionless",
