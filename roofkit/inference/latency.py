@@ -65,7 +65,7 @@ from ..units import nonnegative, whole
 from . import engine, memory, weights
 
 __all__ = ["StepTime", "step", "decode_step", "prefill", "ttft", "tpot", "throughput", "critical_batch",
-           "critical_batch_symbolic", "attention_intensity", "step_time_bound", "shard"]
+           "critical_batch_symbolic", "attention_intensity", "step_time_bound", "shard", "fewest_gpus"]
 
 
 @dataclass(frozen=True)
@@ -258,6 +258,35 @@ def throughput(model, hw, batch=1, context=4096, gpus=1, **options) -> dict:
     per_replica = s.tp * s.pp
     return {"tpot_s": s.time_s, "tokens_per_s": batch / s.time_s, "tokens_per_s_per_gpu": batch / s.time_s / per_replica,
             "tokens_per_s_per_user": 1 / s.time_s}
+
+
+def fewest_gpus(model, hw, tpot_s, batch=1, context=4096, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                calibrated=False, reserve=memory.RESERVE) -> int | None:
+    """The fewest GPUs, tensor parallel inside one scale-up domain, on which ``batch`` sequences fit and decode
+    at ``context`` in at most ``tpot_s`` seconds per token; None when no domain is enough.
+
+    More GPUs split the weights' and the caches' reads, but each layer's two
+    all-reduces cost at least 2 (t - 1) link latencies however small the step:
+    sharded decode has a floor, and past it more GPUs buy nothing.
+    """
+    from .. import links
+    from ..units import positive
+
+    m, acc = models.get(model), hardware.get(hw)
+    target = positive(tpot_s, "tpot_s")
+    domain = links.scale_up(acc)
+    reach = domain.gpus if domain is not None and domain.gpus is not None else 8
+    for t in range(1, reach + 1):
+        if m.heads % t:
+            continue
+        key = dtypes.canonical(dtype)
+        wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+        if not memory.plan(m, acc, t, context, batch, wd, kd, reserve, tp=t).fits:
+            continue
+        if tpot(m, acc, batch, context, gpus=t, tp=t, dtype=key, weights_dtype=wd, kv_dtype=kd,
+                calibrated=calibrated) <= target:
+            return t
+    return None
 
 
 def attention_intensity(model, context=4096, dtype="bf16", kv_dtype=None) -> float:
