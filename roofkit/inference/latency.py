@@ -65,7 +65,8 @@ from ..units import nonnegative, whole
 from . import engine, memory, weights
 
 __all__ = ["StepTime", "step", "decode_step", "prefill", "ttft", "tpot", "throughput", "critical_batch",
-           "critical_batch_symbolic", "attention_intensity", "step_time_bound", "shard", "fewest_gpus"]
+           "critical_batch_symbolic", "attention_intensity", "step_time_bound", "shard", "fewest_gpus", "DecodeCost",
+           "decode_cost"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class StepTime:
     notes: list[str] = field(default_factory=list)
     prompts: float = 0.0
     prompt: int = 0
+    cached: int = 0  # tokens of each prompt found in the cache (prefix caching), not computed
     engine_s: float = 0.0  # calibrated: the engine's overhead per step
     calibrated: bool = False
 
@@ -101,7 +103,8 @@ class StepTime:
 
     @property
     def prefill_tokens(self) -> float:
-        return self.prompts * self.prompt
+        """Prompt tokens computed in the step (the cached prefixes not counted)."""
+        return self.prompts * (self.prompt - self.cached)
 
     def to_dict(self) -> dict:
         return {"phase": self.phase, "batch": self.batch, "new_tokens": self.new_tokens, "context": self.context,
@@ -128,17 +131,18 @@ def _dense(m: models.Model) -> None:
                            "(its memory plan is: roofkit.inference.memory.plan).")
 
 
-def _layer(part, batch, new_tokens, context, prompts, prompt, act, w_bytes, kv, r: engine.Roofs):
-    """One layer's kernels for the mixed step, timed: (LayerTime, the kernels)."""
-    tokens = batch * new_tokens + prompts * prompt
+def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs):
+    """One layer's kernels for the mixed step, timed, as a LayerTime."""
+    tokens = batch * new_tokens + prompts * (prompt - cached)
     ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv)
           if k.kind != "attention"]
     if batch:
         ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, kv_dtype=kv)
                if k.kind == "attention"]
-    if prompts:
-        ks += [dataclasses.replace(k, name="attn.prefill") for k in
-               layertime.kernels(part, prompts, prompt, None, act, kv_dtype=kv) if k.kind == "attention"]
+    if prompts:  # the uncached end of each prompt attends causally to the whole prompt
+        cost = part.layer_ops(prompts, prompt - cached, prompt if cached else None, act, causal=True,
+                              kv_bytes=kv if cached else None)["attn"]
+        ks.append(layertime.Kernel("attn.prefill", "attn", float(cost.flops), float(cost.bytes), "attention"))
     ops: dict[str, list] = {}
     for k in ks:
         ops.setdefault(k.op, []).append(k)
@@ -160,9 +164,12 @@ def _layer(part, batch, new_tokens, context, prompts, prompt, act, w_bytes, kv, 
 
 
 def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dtype="bf16", weights_dtype=None,
-         kv_dtype=None, calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None) -> StepTime:
+         kv_dtype=None, calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None,
+         cached=0) -> StepTime:
     """One step of a replica: ``batch`` sequences decode ``new_tokens`` each with ``context`` tokens cached,
-    and ``prompts`` prompts of ``prompt`` tokens are prefilled (either may be absent).
+    and ``prompts`` prompts of ``prompt`` tokens are prefilled (either may be absent). ``cached``: the first
+    tokens of each prompt already in the cache (a shared prefix, prefix caching): only the rest is computed,
+    attending to the whole prompt.
 
     ``dtype`` is the math's precision (and the activations', 16 bits at least when
     calibrated); ``weights_dtype`` and ``kv_dtype`` default to it. ``gpus``, ``tp``,
@@ -176,6 +183,10 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     n = whole(new_tokens, "new tokens")
     share = float(nonnegative(prompts, "prompts"))
     P = 0 if not share else whole(prompt, "prompt")
+    S = whole(cached, "cached tokens", 0)
+    if share and S >= P:
+        raise InvalidValue(f"cached tokens ({S:,}) must be fewer than the prompt's ({P:,}): its last token at least "
+                           "is computed, to make the first new one.")
     if not B and not share:
         raise InvalidValue("a step needs a batch to decode or a prompt to prefill; got neither.")
     c = 0.0 if not B else float(nonnegative(context, "context"))
@@ -190,7 +201,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     part = shard(m, lay.tp)
     # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)
     micro = lay.pp if lay.pp > 1 and B + share >= lay.pp else 1
-    layer = _layer(part, B / micro, n, c, share / micro, P, act,
+    layer = _layer(part, B / micro, n, c, share / micro, P, S if share else 0, act,
                    None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight,
                    None if kv == act else kv, r)
     layer = dataclasses.replace(layer, accelerator=acc.key)
@@ -199,7 +210,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     output_s = micro * r.time(head.flops, head.bytes)
     notes = []
     communication = 0.0
-    activations = (B * n + share * P) / micro * m.d_model * dtypes.bytes_per_element(act)
+    activations = (B * n + share * (P - S)) / micro * m.d_model * dtypes.bytes_per_element(act)
     if lay.tp > 1:  # two all-reduces per layer, for each micro-batch on its stage's L / p layers: 2 L in all
         if lay.link is None:
             notes.append(f"the catalog has no scale-up link for {acc.name}: tensor-parallel communication not counted")
@@ -218,7 +229,8 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     total = layers_s + output_s + communication + r.step_s
     return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=total, layers_s=layers_s,
                     output_s=output_s, communication_s=communication, tp=lay.tp, pp=lay.pp, layer=layer,
-                    notes=notes, prompts=share, prompt=P, engine_s=r.step_s, calibrated=r.calibrated)
+                    notes=notes, prompts=share, prompt=P, cached=S if share else 0, engine_s=r.step_s,
+                    calibrated=r.calibrated)
 
 
 def decode_step(model, hw, batch=1, context=4096, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
@@ -301,16 +313,23 @@ def attention_intensity(model, context=4096, dtype="bf16", kv_dtype=None) -> flo
     return m.layer_ops(1, 1, ctx, dtype, kv_bytes=kv_dtype)["attn"].intensity
 
 
-def critical_batch(model, hw, context=None, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
-                   group=None) -> int | None:
-    """The smallest batch at which a decode step's math time reaches its memory time (datasheet roofs).
+@dataclass(frozen=True)
+class DecodeCost:
+    """A decode step's FLOPs and bytes as a line in the batch: F = B f, Q = W + B q (datasheet precisions)."""
 
-    ``context=None``: the weights' side only, attention left out (the classic
-    "decode turns compute-bound at B ~ ridge"). With a context, each sequence's
-    cache read counts too; None when the step never turns compute-bound.
-    The step's FLOPs are B f and its bytes W + B q (weights once, activations
-    and cache per sequence), so B* = (W / BW) / (f / P - q / BW).
-    """
+    flops_per_sequence: float  # f: each sequence's FLOPs (the weights' 2 per parameter, its attention)
+    bytes_per_sequence: float  # q: each sequence's bytes (its cache read, its activations)
+    shared_bytes: float  # W: what every sequence shares (the weights, read once)
+
+    @property
+    def intensity(self) -> float:
+        """What one more sequence adds: f / q FLOPs per byte."""
+        return self.flops_per_sequence / self.bytes_per_sequence
+
+
+def decode_cost(model, context=None, gpus=1, hw="h100", dtype="bf16", weights_dtype=None, kv_dtype=None,
+                group=None) -> DecodeCost:
+    """f, q and W of a decode step (``context=None``: attention left out, the weights' side alone)."""
     m, acc = models.get(model), hardware.get(hw)
     _dense(m)
     key = dtypes.canonical(dtype)
@@ -328,8 +347,24 @@ def critical_batch(model, hw, context=None, gpus=1, dtype="bf16", weights_dtype=
         return part.layers * layer.flops + head.flops, part.layers * layer.bytes + head.bytes
 
     (F1, Q1), (_, Q2) = totals(1), totals(2)  # FLOPs are B f, bytes W + B q: two batches give f, q and W
-    f, q = F1, Q2 - Q1
-    W = Q1 - q
+    return DecodeCost(F1, Q2 - Q1, 2 * Q1 - Q2)
+
+
+def critical_batch(model, hw, context=None, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                   group=None) -> int | None:
+    """The smallest batch at which a decode step's math time reaches its memory time (datasheet roofs).
+
+    ``context=None``: the weights' side only, attention left out (the classic
+    "decode turns compute-bound at B ~ ridge"). With a context, each sequence's
+    cache read counts too; None when the step never turns compute-bound.
+    The step's FLOPs are B f and its bytes W + B q (weights once, activations
+    and cache per sequence, :func:`decode_cost`), so B* = (W / BW) / (f / P - q / BW):
+    never, when one more sequence's f / q is below the ridge P / BW.
+    """
+    acc = hardware.get(hw)
+    key = dtypes.canonical(dtype)
+    c = decode_cost(model, context, gpus, acc, key, weights_dtype, kv_dtype, group)
+    f, q, W = c.flops_per_sequence, c.bytes_per_sequence, c.shared_bytes
     P, BW = acc.peak(key), acc.memory_bandwidth()
     if f / P <= q / BW:
         return None

@@ -143,7 +143,7 @@ class MemoryPlan:
     kv_bytes_per_sequence: float  # at the context (one copy)
     kv_replication: float
     kv_bytes: float  # the batch at the context, with its copies
-    free_bytes: float  # what the cache may use: capacity - reserve - weights (negative when the weights do not fit)
+    free_bytes: float  # what the sequences' caches may use: capacity - reserve - weights - a shared prefix (< 0: no fit)
     max_batch: int  # sequences of `context` tokens that fit; 0 when the weights do not fit
     max_context: int  # tokens per sequence that fit at `batch`; 0 when the weights do not fit
     min_gpus: int  # the fewest GPUs whose memory, less the reserve, holds the weights
@@ -199,9 +199,10 @@ def min_gpus(model, hw, weights_dtype="bf16", reserve=RESERVE, group=None) -> in
 
 
 def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=RESERVE,
-         group=None, tp=None, pp=None) -> MemoryPlan:
+         group=None, tp=None, pp=None, shared=0) -> MemoryPlan:
     """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens per replica
-    (``tp``, ``pp``: see :func:`layout`)."""
+    (``tp``, ``pp``: see :func:`layout`). ``shared``: tokens cached once for all the sequences beside their own
+    ``context`` (a common prefix kept by prefix caching)."""
     m, acc = models.get(model), hardware.get(hw)
     s, B, r = whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
     if not acc.capacity_bytes:
@@ -215,7 +216,8 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
     W = weights.weights_bytes(m, fmt)
     per_token = kvcache.bytes_per_token(m, kv_key)
     repl = kv_replication(m, lay.tp)
-    free = capacity - reserved - W
+    common = whole(shared, "shared tokens", 0) * per_token * repl
+    free = capacity - reserved - W - common
     notes = []
     if repl > 1:
         notes.append(f"tensor parallelism over {lay.tp} GPUs keeps {repl:g} copies of the cache "
@@ -227,7 +229,8 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
     return MemoryPlan(model=m.key, accelerator=acc.key, gpus=n, tp=lay.tp, pp=lay.pp, weights_dtype=fmt.name,
                       kv_dtype=kv_key, context=s, batch=B, capacity_bytes=capacity, reserve_fraction=r,
                       reserve_bytes=reserved, weights_bytes=W, kv_bytes_per_token=per_token,
-                      kv_bytes_per_sequence=per_token * s, kv_replication=repl, kv_bytes=B * s * per_token * repl,
+                      kv_bytes_per_sequence=per_token * s, kv_replication=repl,
+                      kv_bytes=B * s * per_token * repl + common,
                       free_bytes=free, max_batch=batch_max, max_context=context_max,
                       min_gpus=min_gpus(m, acc, fmt, r), notes=notes, replicas=lay.replicas)
 
