@@ -155,7 +155,7 @@ def plot_frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS,
     for i, n in enumerate(sorted({p["gpus"] for p in points})):
         mine = [p for p in points if p["gpus"] == n]
         ax.plot([p["per_user"] for p in mine], [p["per_gpu"] for p in mine], "o-", color=f"C{i}", ms=4,
-                label=f"{n} GPU{'s' if n > 1 else ''} (tensor parallel)")
+                label=f"{n} GPU" if n == 1 else f"{n} GPUs, tensor parallel")
         last = mine[-1]
         ax.annotate(f"B={last['batch']}", (last["per_user"], last["per_gpu"]), xytext=(4, 5), ha="left",
                     textcoords="offset points", fontsize=7, color=f"C{i}")
@@ -185,8 +185,10 @@ def plot_published(rows, title=None):
     labels = [_label(r) for r in rows]
     y = list(range(len(rows)))[::-1]
     ax.scatter([r["bound_speed"] for r in rows], y, marker="^", color="C3", label="bound (datasheet roofs)", zorder=3)
-    if all("calibrated_speed" in r for r in rows):
-        ax.scatter([r["calibrated_speed"] for r in rows], y, marker="o", color="C0", label="calibrated", zorder=3)
+    estimated = [(r["calibrated_speed"], yy) for r, yy in zip(rows, y) if r.get("calibrated_speed") is not None]
+    if estimated:
+        ax.scatter([e for e, _ in estimated], [yy for _, yy in estimated], marker="o", color="C0", label="calibrated",
+                   zorder=3)
     ax.axvline(1, color="0.2", lw=1)
     ax.axvspan(1 / 1.2, 1.2, color="C0", alpha=0.08, lw=0)
     ax.set_xscale("log")

@@ -110,14 +110,21 @@ def speed(run: Run, predicted: float) -> float:
 
 
 def compare(rows=None, calibration: engine.EngineCalibration | None = None, calibrated=True) -> list[dict]:
-    """One dict per run: the published figure, the bound's and (``calibrated``) the estimate's, and their speeds."""
+    """One dict per run: the published figure, the bound's and (``calibrated``) the estimate's, and their speeds
+    (the estimate's None where the catalog has no achievable roofs for the accelerator)."""
+    from ..hardware import NoAchievableFigure
+
     out = []
     for run in runs() if rows is None else rows:
         bound = predict(run)
         row = run.to_dict() | {"bound": bound, "bound_speed": speed(run, bound)}
         if calibrated:
-            estimate = predict(run, True, calibration)
-            row |= {"calibrated": estimate, "calibrated_speed": speed(run, estimate)}
+            try:
+                estimate = predict(run, True, calibration)
+            except NoAchievableFigure:  # no achievable roofs for that accelerator: the bound only
+                row |= {"calibrated": None, "calibrated_speed": None}
+            else:
+                row |= {"calibrated": estimate, "calibrated_speed": speed(run, estimate)}
         out.append(row)
     return out
 
