@@ -19,7 +19,7 @@ reached, and a device-to-device copy's bandwidth), asked for explicitly:
     (989000000000000.0, 800900000000000.0)
     >>> round(h200.memory_bandwidth(achievable=True) / h200.memory_bandwidth(), 3)
     0.89
-    >>> h100.has_achievable("bf16"), h100.has_achievable("bandwidth")
+    >>> h100.has_achievable("bf16"), h100.has_achievable("fp16")
     (True, False)
 
 A figure nobody published is absent: asking for it raises

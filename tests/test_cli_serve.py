@@ -1,4 +1,4 @@
-"""roofkit serve: the contract of issue 12 (its JSON keys, its defaults, one line and exit 2 on bad input).
+"""roofkit serve: the contract of issues 12 and 20 (its JSON keys, its defaults, one line and exit 2 on bad input).
 
 Numbers are checked by hand (Llama 3 70B in BF16 on 8 x H100 at 8,192 tokens) and against the
 library's own functions, which tests/test_inference.py checks against published figures.
@@ -17,7 +17,7 @@ from roofkit.inference import latency
 from helpers import run, run_json
 
 CONTRACT = {"weights_bytes", "kv_bytes_per_token", "kv_bytes_per_sequence", "max_batch", "fits", "tpot_s",
-            "ttft_s", "tokens_per_s", "reserve_bytes"}
+            "ttft_s", "tokens_per_s", "reserve_bytes", "batch", "capacity_bytes"}
 
 
 def test_llama_3_70b_on_an_8_gpu_h100_node(capsys):
@@ -65,6 +65,36 @@ def test_calibrated_on_the_h200(capsys):
     assert calibrated["calibrated"] is True and calibrated["tpot_s"] > plain["tpot_s"]
 
 
+def test_a_workload_is_continuous_batching(capsys):
+    # TensorRT-LLM published 3,450 output tokens/s for this workload on one H100 (perf-overview.md): the bound is
+    # above it, the calibrated estimate near it
+    argv = ["serve", "--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "2048", "--output-tokens", "128",
+            "--dtype", "fp8", "--kv-dtype", "fp8", "--usd-per-gpu-hour", "2.5"]
+    bound = run_json(capsys, *argv)
+    calibrated = run_json(capsys, *argv, "--calibrated")
+    assert CONTRACT | {"usd_per_million_tokens"} <= set(bound)
+    assert bound["batch"] == bound["max_batch"] == 490 and bound["fits"] is True  # 2,112-token footprints
+    assert bound["capacity_bytes"] == 81559 * 2**20 and (bound["input_tokens"], bound["output_tokens"]) == (2048, 128)
+    assert bound["tokens_per_s"] > 3450 and 3450 / 1.2 < calibrated["tokens_per_s"] < 3450 * 1.2
+    assert calibrated["ttft_s"] > bound["ttft_s"] and calibrated["tpot_s"] > bound["tpot_s"]
+    assert bound["usd_per_million_tokens"] == pytest.approx(2.5 / (3600 * bound["tokens_per_s"]) * 1e6)
+    assert bound["tokens_per_s"] == pytest.approx(490 * 128 / 127 / bound["tpot_s"])
+
+
+def test_replicas_and_tokens_over_all_gpus(capsys):
+    one = run_json(capsys, "serve", "--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "1000",
+                   "--output-tokens", "1000")
+    eight = run_json(capsys, "serve", "--model", "llama-3-8b", "--hw", "h100", "--gpus", "8", "--tp", "1",
+                     "--input-tokens", "1000", "--output-tokens", "1000")
+    assert (eight["replicas"], eight["tp"], eight["gpus"]) == (8, 1, 8)
+    assert eight["tokens_per_s"] == pytest.approx(8 * one["tokens_per_s"]) and eight["batch"] == one["batch"]
+    assert eight["tokens_per_s_per_gpu"] == pytest.approx(one["tokens_per_s"])
+    two = run_json(capsys, "serve", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "8", "--tp", "2", "--pp", "2",
+                   "--context", "4096", "--batch", "16")
+    assert (two["replicas"], two["gpus_per_replica"], two["pp"]) == (2, 4, 2)
+    assert two["tokens_per_s"] == pytest.approx(2 * 16 / two["tpot_s"])
+
+
 def test_a_model_without_a_latency_model_still_gets_its_memory(capsys):
     data = run_json(capsys, "serve", "--model", "deepseek-v3", "--hw", "h200", "--gpus", "8", "--context", "4096",
                     "--weights-dtype", "fp8")
@@ -96,8 +126,21 @@ def test_json_anywhere_on_the_line(capsys):
     (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--weights-dtype", "int8", "--dtype", "int4"],
      "no int4 peak"),
     (["--model", "llama-3-8b", "--hw", "t4", "--context", "4096"], "no bf16 peak"),
-    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--calibrated"], "no achievable memory bandwidth"),
+    (["--model", "llama-3-8b", "--hw", "b200", "--context", "4096", "--calibrated"], "no achievable memory bandwidth"),
     (["--model", "llama-3-8b", "--hw", "h100"], "--context"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "128"], "--input-tokens needs --output-tokens"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--output-tokens", "128", "--context", "4096"],
+     "--output-tokens needs --input-tokens"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "128", "--context", "4096"], "not allowed with"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "128", "--output-tokens", "8", "--prompt", "64"],
+     "--prompt goes with --context"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "128", "--output-tokens", "0"], "output tokens must"),
+    (["--model", "llama-3-70b", "--hw", "h100", "--gpus", "8", "--tp", "3", "--context", "4096"],
+     "must be a multiple of tp x pp"),
+    (["--model", "llama-3-70b", "--hw", "h100", "--gpus", "16", "--tp", "16", "--context", "4096"],
+     "spans more than one scale-up domain"),
+    (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--usd-per-gpu-hour", "-2"],
+     "usd-per-gpu-hour must be a positive number"),
     (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--prompt", "8192"], "must not exceed context"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, words):
@@ -110,3 +153,12 @@ def test_the_console_script():
     done = subprocess.run([sys.executable, "-m", "roofkit.cli", "serve", "--model", "mistral-7b", "--hw", "a100",
                            "--context", "8192", "--json"], capture_output=True, text=True, check=True)
     assert CONTRACT <= set(json.loads(done.stdout))
+
+
+def test_workload_text_output(capsys):
+    code, out, _ = run(capsys, "serve", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "8", "--tp", "2",
+                       "--input-tokens", "1000", "--output-tokens", "1000", "--dtype", "fp8", "--usd-per-gpu-hour", "2")
+    assert code == 0
+    for words in ("4 replicas of 2 GPUs", "requests in flight", "time to first token", "a bound", "output tokens/s on "
+                  "the 8 GPUs", "per million output tokens at $2 per GPU-hour", "memory (one replica)"):
+        assert words in out, words

@@ -65,7 +65,7 @@ def test_time_bounds_bars_are_the_roofline_times():
                                            cost.bytes / h200.memory_bandwidth(achievable=True) * 1e6]))
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
     assert "sum 160" in texts and "sum 195" in texts and "measured 176 µs" in texts
-    assert len(diagrams.time_bounds(cost, "h100", "bf16").axes[0].patches) == 2  # no achievable bandwidth
+    assert len(diagrams.time_bounds(cost, "b200", "bf16").axes[0].patches) == 2  # no achievable bandwidth
     with pytest.raises(InvalidValue):
         diagrams.time_bars([])
 

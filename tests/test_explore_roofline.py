@@ -23,12 +23,14 @@ def test_state_is_roofline_analyze():
         assert state[field] == getattr(placed, field)
     assert state["accelerator"] == "NVIDIA H100 SXM5 80GB" and state["accelerator_key"] == "h100-sxm"
     assert state["intensity"] == pytest.approx(4096 / 3, abs=0.01)  # 2n^3 / (3 n^2 x 2 bytes)
-    assert state["achievable"] is None  # the catalog has no measured bandwidth for an H100
+    assert state["achievable"]["t_mem_s"] == state["bytes"] / hardware.get("h100").memory_bandwidth(achievable=True)
+    assert explorer_state("b200", "bf16", "gemm", 4096)["achievable"] is None  # no measured bandwidth for a B200
 
 
 def test_summary_is_the_starting_text():
     assert summary() == ("H100 SXM5 80GB, bf16, GEMM n=4096: intensity 1365 FLOP/byte, ridge 295 FLOP/byte, "
-                         "compute-bound, ≥ 139 µs (datasheet roofs; 169 µs with no overlap)")
+                         "compute-bound, ≥ 139 µs (datasheet roofs; 169 µs with no overlap); achievable roofs 173 µs "
+                         "to 208 µs")
 
 
 def test_the_sum_at_datasheet_roofs_is_not_called_a_ceiling():
@@ -65,7 +67,7 @@ def test_the_figure_has_the_roofline_and_the_time_bars():
     assert any(line.get_gid() == "custom-roof" for line in roof_ax.lines)  # the achievable roof, dashed
     widths = sorted(round(p.get_width(), 1) for p in bars_ax.patches)  # T_math and T_mem, datasheet and achievable
     assert widths == [21.0, 23.6, 139.0, 171.6]
-    one_roof = _figure(explorer_state("h100", "bf16", "gemm", 4096)).axes[1]
+    one_roof = _figure(explorer_state("b200", "bf16", "gemm", 4096)).axes[1]
     assert len(one_roof.patches) == 2
 
 
@@ -117,7 +119,7 @@ def test_callbacks_update_the_label_and_the_plot():
 
     explorer.size.value = 512
     assert "memory-bound" in _text(explorer) and "GEMM n=512" in _text(explorer)
-    assert "none in the catalog for this chip" in _text(explorer)  # no achievable roofs on an H100
+    assert "at the best rates measured on this chip" in _text(explorer)  # an H100's achievable roofs
     assert explorer.state["size"] == 512 and explorer._png != first_png
 
     explorer.precision.value = "fp8"  # the ridge moves right

@@ -454,3 +454,198 @@ def test_import_roofkit_stays_light():
             "assert 'sympy' not in sys.modules and 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
     assert "inference" in dir(roofkit)
+
+
+# --- a mixed step: continuous batching's decode and prefill through the same weights --------------------------
+
+
+def test_a_mixed_step_reads_the_weights_once_for_decode_and_prefill():
+    # the mixed step's layer = the decode layer + the prefill layer, less one read of the layer's weights
+    m = models.get("llama-3-8b")
+    mixed = latency.step(m, "h100", 64, 1000, 2.0, 512)
+    decode, prompt = m.layer_ops(64, 1, 1000), m.layer_ops(2, 512)  # the prefill is causal
+    # BF16 weights, typed from the shapes: QKV 4096 x 6144, out 4096 x 4096, up, gate and down 4096 x 14336, and
+    # the two norms' gains of 4096
+    weights_per_layer = 2 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096)
+    assert weights_per_layer == 2 * (m.layer_matrix_params / m.layers + 2 * m.d_model)
+    flops = sum(op.flops for op in mixed.layer.ops)
+    nbytes = sum(op.bytes for op in mixed.layer.ops)
+    assert flops == pytest.approx(sum(decode.values()).flops + sum(prompt.values()).flops, rel=1e-9)
+    assert nbytes == pytest.approx(sum(decode.values()).bytes + sum(prompt.values()).bytes - weights_per_layer,
+                                   rel=1e-9)
+    assert mixed.phase == "mixed" and mixed.prefill_tokens == 1024
+    # decode alone and prefill alone are the old steps
+    assert latency.step(m, "h100", 64, 1000).time_s == latency.decode_step(m, "h100", 64, 1000).time_s
+    assert latency.step(m, "h100", 0, None, 1, 512).time_s == latency.prefill(m, "h100", 512).time_s
+    with pytest.raises(InvalidValue, match="needs a batch to decode or a prompt to prefill"):
+        latency.step(m, "h100")
+
+
+def test_the_bound_is_the_roofline_sum_and_calibrated_adds_what_engines_pay():
+    from roofkit.inference import engine
+
+    b = engine.roofs("h100", "fp8")
+    assert (b.peak_flops, b.bandwidth, b.floor_s, b.step_s, b.overlap) == (1979e12, 3.35e12, 0, 0, True)
+    assert b.time(2e12, 1e9) == max(2e12 / 1979e12, 1e9 / 3.35e12)
+    cal = engine.EngineCalibration(floor_s=5e-6, step_s=1e-3)
+    c = engine.roofs("h100", "fp8", True, cal)
+    assert (c.peak_flops, c.bandwidth) == (1402.6e12, 2.90e12)  # ml-engineering's FP8 matmul, Azure's copy
+    assert c.time(2e12, 1e9) == pytest.approx(2e12 / 1402.6e12 + 1e9 / 2.90e12 + 5e-6)  # no overlap, a floor
+    s0 = latency.decode_step("llama-3-8b", "h100", 8, 2048, dtype="fp8", calibrated=True,
+                             calibration=engine.EngineCalibration(5e-6, 0.0))
+    s1 = latency.decode_step("llama-3-8b", "h100", 8, 2048, dtype="fp8", calibrated=True, calibration=cal)
+    assert s1.time_s - s0.time_s == pytest.approx(1e-3) and s1.engine_s == 1e-3
+    assert engine.activation_dtype("fp8", True) == "bf16" and engine.activation_dtype("fp8", False) == "fp8"
+    with pytest.raises(InvalidValue, match="used only with calibrated=True"):
+        engine.roofs("h100", "bf16", False, cal)
+
+
+def test_achievable_figures_of_the_catalog_are_the_published_measurements():
+    # Azure/AI-benchmarking-guide: BabelStream copy (H100 2.90, A100 1.61 TB/s), cuBLASLt A100 FP16 256.5 TFLOP/s;
+    # its MI300X results (a fork of it): copy 4.15 TB/s, hipBLASLt FP8 1,222.9 TFLOP/s
+    typed = {"h100": (2.90e12, {}), "a100": (1.61e12, {"fp16": 256.5e12}), "mi300x": (4.15e12, {"fp8": 1222.9e12})}
+    for key, (copy, rates) in typed.items():
+        acc = hardware.get(key)
+        assert acc.memory_bandwidth(achievable=True) == pytest.approx(copy)
+        assert "AI-benchmarking-guide" in acc.source("achievable_bandwidth")
+        for precision, rate in rates.items():
+            assert acc.peak(precision, achievable=True) == pytest.approx(rate)
+            assert "AI-benchmarking-guide" in acc.source(f"achievable.{precision}")
+
+
+# --- sharded serving --------------------------------------------------------------------------------------------
+
+
+def test_replicas_multiply_the_throughput_of_one():
+    from roofkit.inference import workload
+
+    one = workload.steady_state("llama-3-70b", "h100", 1000, 1000, gpus=2, tp=2, dtype="fp8")
+    four = workload.steady_state("llama-3-70b", "h100", 1000, 1000, gpus=8, tp=2, dtype="fp8")
+    assert four.replicas == 4 and four.batch == one.batch
+    assert four.tokens_per_s == pytest.approx(4 * one.tokens_per_s)
+    assert memory.layout("llama-3-70b", "h100", 8, tp=2) == memory.Layout(8, 2, 1, "hgx-h100", 4)
+    with pytest.raises(InvalidValue, match=r"gpus \(8\) must be a multiple of tp x pp \(3 x 1 = 3\)"):
+        memory.layout("llama-3-70b", "h100", 8, tp=3)
+    with pytest.raises(InvalidValue, match="spans more than one scale-up domain"):
+        memory.layout("llama-3-70b", "h100", 16, tp=16)
+
+
+def test_sharded_decode_has_a_latency_floor_the_all_reduces():
+    from roofkit import comms
+
+    # each layer's two all-reduces cost at least 2 (t - 1) hops of the link's latency, whatever the batch
+    alpha = 0.6e-6  # NCCL's NVLink ring latency per step (src/graph/tuning.cc), the catalog's hgx-h100 latency
+    times = {t: latency.decode_step("llama-3-70b", "h100", 1, 4096, gpus=t, tp=t) for t in (2, 4, 8)}
+    for t, s in times.items():
+        assert s.communication_s >= 80 * 2 * 2 * (t - 1) * alpha
+        assert s.communication_s == pytest.approx(80 * 2 * comms.all_reduce(8192 * 2, t, "hgx-h100").time_s)
+    gains = [times[2].time_s / times[4].time_s, times[4].time_s / times[8].time_s]
+    assert gains[1] < gains[0] < 2  # halving each GPU's reads gains less and less
+    assert times[8].communication_s / times[8].time_s > times[2].communication_s / times[2].time_s
+    # the fewest GPUs for a latency target: a tighter target needs more, below the floor none will do
+    assert latency.fewest_gpus("llama-3-70b", "h100", 50e-3, batch=8) == 2  # 141 GB of weights need two
+    assert latency.fewest_gpus("llama-3-70b", "h100", 10e-3, batch=8) == 8
+    assert latency.fewest_gpus("llama-3-70b", "h100", 5e-3, batch=8) is None
+
+
+def test_critical_batch_derived_and_halved_by_int8_weights():
+    import sympy
+
+    d = latency.critical_batch_symbolic()
+    B, N, b_w, P, BW = d["symbols"]
+    assert sympy.simplify(d["B*"] - P * b_w / (2 * BW)) == 0
+    h100 = hardware.get("h100")
+    bf16 = d["B*"].subs({P: h100.peak("bf16"), BW: h100.bandwidth, b_w: 2})
+    int8 = d["B*"].subs({P: h100.peak("bf16"), BW: h100.bandwidth, b_w: 1})
+    assert float(bf16) == pytest.approx(h100.ridge("bf16")) and float(int8) == pytest.approx(float(bf16) / 2)
+
+
+# --- continuous batching's steady state --------------------------------------------------------------------------
+
+
+def test_workload_average_context_and_paged_footprint_by_hand():
+    from roofkit.inference import workload
+
+    assert workload.Workload(128, 2048).average_context == 1152 and workload.Workload(128, 2048).footprint == 1152
+    assert workload.Workload(2048, 128).footprint == 2112 and workload.Workload(1000, 1000).footprint == 1504
+    assert workload.Workload(100, 1).footprint == 112  # 100.5 tokens -> 7 blocks of 16
+    with pytest.raises(InvalidValue, match="output tokens must be a whole number"):
+        workload.Workload(128, 0)
+
+
+def test_steady_state_by_hand_llama_3_8b_fp8_on_h100():
+    from roofkit.inference import workload
+
+    s = workload.steady_state("llama-3-8b", "h100", 128, 2048, dtype="fp8", kv_dtype="fp8")
+    free = 0.9 * 81559 * 2**20 - weights.weights_bytes("llama-3-8b", "fp8")
+    assert s.batch == math.floor(free / (1152 * 2 * 32 * 8 * 128 * 1)) == 899  # FP8 cache: 64 KiB per token
+    # each step decodes B and prefills B / (O - 1) prompts of I tokens; B O / (O - 1) output tokens per step
+    step = latency.step("llama-3-8b", "h100", 899, 128 + 1024, 899 / 2047, 128, dtype="fp8", kv_dtype="fp8")
+    assert s.step.time_s == step.time_s and s.tpot_s == step.time_s
+    assert s.tokens_per_s == pytest.approx(899 * 2048 / 2047 / step.time_s)
+    assert s.prefill_tokens_per_step == pytest.approx(899 * 128 / 2047)
+    # TTFT: its prompt in one chunk beside the 898 others' decode
+    first = latency.step("llama-3-8b", "h100", 898, 1152, 1, 128, dtype="fp8", kv_dtype="fp8")
+    assert s.ttft_s == first.time_s and s.chunks == 1
+    alone = workload.steady_state("llama-3-8b", "h100", 20000, 2, batch=1)
+    assert alone.chunks == 3 and alone.ttft_s == pytest.approx(3 * latency.step(
+        "llama-3-8b", "h100", 0, None, 1 / 3, 20000).time_s)
+
+
+def test_a_prefill_heavy_workload_is_slower_than_decode_alone_predicts():
+    # issue 20: tokens/s at the worst-case context ignored prefill; 2,048 in, 128 out spends most of its steps on it
+    from roofkit.inference import workload
+
+    s = workload.steady_state("llama-3-8b", "h100", 2048, 128, dtype="fp8")
+    decode_only = s.batch / latency.tpot("llama-3-8b", "h100", s.batch, 2048 + 64, dtype="fp8")
+    assert s.tokens_per_s < decode_only / 2
+    assert s.prefill_tokens_per_step > 10 * s.batch  # more prompt tokens than output tokens in each step
+
+
+def test_cost_per_million_tokens_by_hand():
+    s = serving.serve("llama-3-8b", "h100", gpus=8, tp=1, input_tokens=1000, output_tokens=1000, dtype="fp8",
+                      usd_per_gpu_hour=2.5)
+    assert s.usd_per_million_tokens == pytest.approx(8 * 2.5 / (3600 * s.tokens_per_s) * 1e6)
+    assert serving.usd_per_million_tokens(1000, 1, 3.6) == pytest.approx(1.0)  # $3.60 an hour, 3.6M tokens an hour
+    with pytest.raises(InvalidValue, match="usd_per_gpu_hour must be"):
+        serving.serve("llama-3-8b", "h100", context=4096, usd_per_gpu_hour=-1)
+
+
+# --- against published serving runs ----------------------------------------------------------------------------------
+
+
+def test_the_bound_never_loses_to_a_published_run():
+    from roofkit.inference import published
+
+    for run in published.runs() + published.heldout():
+        assert published.speed(run, published.predict(run)) >= 1, run.case
+
+
+def test_calibrated_is_within_its_targets_on_the_fitting_set():
+    from roofkit.inference import engine, published
+
+    cal = engine.default()
+    assert 0 < cal.step_s < 5e-3 and cal.floor_s == layertime.default_calibration().floor_s and cal.runs == 8
+    for row in published.compare():
+        assert 1 / 1.2 <= row["calibrated_speed"] <= 1.2, row["case"]
+
+
+def test_calibrated_holds_on_tensorrt_llm_runs_it_never_saw():
+    from roofkit.inference import published
+
+    rows = published.compare([r for r in published.heldout() if r.engine.startswith("TensorRT-LLM")
+                              and r.hw != "l40s"])
+    off = [max(r["calibrated_speed"], 1 / r["calibrated_speed"]) for r in rows]
+    assert len(rows) >= 50 and max(off) < 1.6
+    assert sum(x <= 1.3 for x in off) >= 0.9 * len(off)
+    assert all(x <= 1.5 for r, x in zip(rows, off) if r["kind"] == "ttft")
+
+
+def test_the_fit_generalizes_leave_one_out():
+    from roofkit.inference import engine, published
+
+    runs = published.runs()
+    for i, run in enumerate(runs):
+        cal = published.fit(runs[:i] + runs[i + 1:])
+        assert 1 / 1.25 <= published.speed(run, published.predict(run, True, cal)) <= 1.25, run.case
+    assert published.fit(runs).step_s == pytest.approx(engine.default().step_s)

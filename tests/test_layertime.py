@@ -157,8 +157,8 @@ def test_calibrated_prediction_adds_the_floor_to_every_eager_kernel(calibration)
 
 
 def test_calibrated_needs_achievable_roofs():
-    with pytest.raises(NoAchievableFigure, match="H100 SXM5 80GB has no achievable memory bandwidth"):
-        layertime.predict("llama-3-8b", 1, 1, 4096, hw="h100", calibrated=True)
+    with pytest.raises(NoAchievableFigure, match="NVIDIA B200 has no achievable memory bandwidth"):
+        layertime.predict("llama-3-8b", 1, 1, 4096, hw="b200", calibrated=True)
     with pytest.raises(InvalidValue, match="calibrated must be True or False"):
         layertime.predict("llama-3-8b", 1, 1, 4096, hw="h200", calibrated="yes")
     with pytest.raises(UnknownName, match="Unknown model"):
@@ -287,7 +287,7 @@ def test_cli_profile(capsys, tmp_path):
     (["--batch", "0"], "batch must be a whole number of at least 1"),
     (["--kv-seq", "x"], "kv-seq must be a whole number"),
     (["--hw", "h1000"], "Unknown accelerator 'h1000'"),
-    (["--hw", "h100", "--calibrated"], "no achievable memory bandwidth"),
+    (["--hw", "b200", "--calibrated"], "no achievable memory bandwidth"),
     (["--dtype", "fp7"], "Unknown precision 'fp7'"),
     (["--dtype", "fp64"], "has no fp64 peak"),
     (["--profile", "p.json"], "use it with --calibrated"),

@@ -176,7 +176,7 @@ def summary(accelerator="h100", precision="bf16", kernel="gemm", size=4096) -> s
     """The explorer's state as one line of text.
 
     >>> print(summary())
-    H100 SXM5 80GB, bf16, GEMM n=4096: intensity 1365 FLOP/byte, ridge 295 FLOP/byte, compute-bound, ≥ 139 µs (datasheet roofs; 169 µs with no overlap)
+    H100 SXM5 80GB, bf16, GEMM n=4096: intensity 1365 FLOP/byte, ridge 295 FLOP/byte, compute-bound, ≥ 139 µs (datasheet roofs; 169 µs with no overlap); achievable roofs 173 µs to 208 µs
     """
     return explorer_state(accelerator, precision, kernel, size)["summary"]
 

@@ -2,14 +2,19 @@
 
 Each GPU's memory M (the catalog's ``capacity_bytes``: the total the card reports,
 such as nvidia-smi's 81,559 MiB on an H100, where published; else the datasheet's) holds, with the work split
-evenly over the N GPUs:
+evenly over the n GPUs of one copy of the model (a replica):
 
-    N M  =  reserve  +  weights  +  KV cache  (+ what is left)
+    n M  =  reserve  +  weights  +  KV cache  (+ what is left)
 
-* reserve: a fraction r of every GPU set aside for activations, the CUDA
-  context, communication buffers and the runtime. The default r = 0.10 is
-  vLLM's: ``gpu_memory_utilization`` = 0.9 (vLLM engine arguments); vLLM
-  also measures the activations' peak and takes it from that 90%.
+* reserve: what the engine does not give to weights and cache, a fraction r of every
+  GPU. The default r = 0.10 is vLLM's way: ``gpu_memory_utilization`` = 0.9 is the
+  share of each GPU vLLM may use (vLLM engine arguments), and the weights, the
+  activations' peak (measured in a profiling run), CUDA graphs and the KV cache all
+  fit inside that 90%; the 10% outside it is headroom (the CUDA context, other
+  processes). roofkit counts the weights and the cache in the 90% and leaves the
+  activations and graphs (a few GB) out, so its largest batch is an upper bound on
+  vLLM's. (TensorRT-LLM gives the cache a fraction, 0.9 by default, of what is
+  free after the weights and activations are loaded.)
 * weights: :func:`roofkit.inference.weights.weights_bytes` (every expert of a mixture of experts);
 * KV cache: B sequences of s tokens, :mod:`roofkit.inference.kvcache`, times a
   replication factor. Tensor parallelism over t GPUs gives each GPU H_kv / t of
@@ -24,14 +29,17 @@ So the largest batch at a context s, and the longest context at a batch B, are
 and, when the weights alone do not fit, the fewest GPUs that would hold them is
 ceil(W / (M (1 - r))).
 
-The layout (:func:`layout`): tensor parallelism t inside the accelerator's
-scale-up domain (an NVLink/NVSwitch node, a TPU pod; :mod:`roofkit.links`),
-the largest t that divides both N and the query heads; pipeline stages for
-the rest, p = N / t.
+The layout (:func:`layout`): by default one replica on all the GPUs, tensor
+parallelism t inside the accelerator's scale-up domain (an NVLink/NVSwitch node,
+a TPU pod; :mod:`roofkit.links`), the largest t that divides both the GPUs and the
+query heads, and pipeline stages for the rest, p = n / t. Given t (and p), the
+GPUs hold n / (t p) replicas, each serving its own requests; a plan is one replica's.
 
     >>> p = plan("llama-3-70b", "h100", gpus=8, context=8192)
     >>> p.fits, p.max_batch, (p.tp, p.pp)
     (True, 176, (8, 1))
+    >>> plan("llama-3-8b", "h100", gpus=8, context=8192, tp=1).replicas      # eight copies of a small model
+    8
     >>> plan("llama-3-70b", "h100", gpus=1, context=8192).verdict
     'The weights alone (141.1 GB) do not fit on 1 x H100 SXM5 80GB (76.97 GB each after the 10% reserve): they need 2 GPUs at least.'
 """
@@ -60,26 +68,50 @@ def _reserve(value) -> float:
 
 @dataclass(frozen=True)
 class Layout:
-    """How N GPUs split a model: ``tp``-way tensor parallel inside ``link`` (a scale-up link), ``pp`` stages."""
+    """How n GPUs serve a model: ``replicas`` copies, each ``tp``-way tensor parallel inside ``link`` (a scale-up
+    link) and ``pp`` pipeline stages; ``gpus`` counts them all."""
 
     gpus: int
     tp: int
     pp: int
     link: str | None  # the scale-up link's catalog key, None when the catalog has none for the accelerator
+    replicas: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"gpus_per_replica": self.gpus_per_replica}
 
 
-def layout(model, hw, gpus=1) -> Layout:
-    """Tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the heads), pipeline across."""
+def layout(model, hw, gpus=1, tp=None, pp=None) -> Layout:
+    """The layout of ``gpus`` GPUs: given ``tp`` (and ``pp``, default 1), gpus / (tp pp) replicas; given neither,
+    one replica with tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the
+    heads) and pipeline stages across."""
     from .. import links
 
     m, acc, n = models.get(model), hardware.get(hw), whole(gpus, "gpus")
     domain = links.scale_up(acc)
-    reach = min(n, domain.gpus) if domain is not None and domain.gpus is not None else n
-    tp = max(t for t in range(1, reach + 1) if n % t == 0 and m.heads % t == 0)
-    return Layout(gpus=n, tp=tp, pp=n // tp, link=domain.key if domain is not None else None)
+    size = domain.gpus if domain is not None and domain.gpus is not None else None
+    link = domain.key if domain is not None else None
+    if tp is None and pp is None:
+        reach = min(n, size) if size is not None else n
+        t = max(t for t in range(1, reach + 1) if n % t == 0 and m.heads % t == 0)
+        return Layout(gpus=n, tp=t, pp=n // t, link=link)
+    t = 1 if tp is None else whole(tp, "tp")
+    p = 1 if pp is None else whole(pp, "pp")
+    if n % (t * p):
+        raise InvalidValue(f"gpus ({n}) must be a multiple of tp x pp ({t} x {p} = {t * p}): each replica of the "
+                           "model takes tp x pp GPUs.")
+    if m.heads % t:
+        raise InvalidValue(f"tp must divide the {m.heads} query heads of {m.name}; got {t}.")
+    if size is not None and t > size:
+        raise InvalidValue(f"tp = {t} spans more than one scale-up domain ({size} GPUs on {link}): tensor "
+                           "parallelism needs its all-reduces on the fast link; use pp for the rest.")
+    if p > m.layers:
+        raise InvalidValue(f"pp must be at most the {m.layers} layers of {m.name}; got {p}.")
+    return Layout(gpus=n, tp=t, pp=p, link=link, replicas=n // (t * p))
 
 
 def kv_replication(model, tp: int) -> float:
@@ -91,7 +123,8 @@ def kv_replication(model, tp: int) -> float:
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """What N GPUs hold for one model at one context, and what fits. Bytes are for all the GPUs together."""
+    """What the GPUs of one replica hold for one model at one context, and what fits. Bytes are for all the GPUs
+    of the replica together (``gpus`` = tp x pp of them; ``replicas`` such copies serve side by side)."""
 
     model: str
     accelerator: str
@@ -110,11 +143,12 @@ class MemoryPlan:
     kv_bytes_per_sequence: float  # at the context (one copy)
     kv_replication: float
     kv_bytes: float  # the batch at the context, with its copies
-    free_bytes: float  # what the cache may use: capacity - reserve - weights (negative when the weights do not fit)
+    free_bytes: float  # what the sequences' caches may use: capacity - reserve - weights - a shared prefix (< 0: no fit)
     max_batch: int  # sequences of `context` tokens that fit; 0 when the weights do not fit
     max_context: int  # tokens per sequence that fit at `batch`; 0 when the weights do not fit
     min_gpus: int  # the fewest GPUs whose memory, less the reserve, holds the weights
     notes: list[str] = field(default_factory=list)
+    replicas: int = 1
 
     @property
     def weights_fit(self) -> bool:
@@ -139,6 +173,8 @@ class MemoryPlan:
         gb = lambda x: f"{x / 1e9:.4g} GB"  # noqa: E731
         usable = gb(self.capacity_bytes / self.gpus * (1 - self.reserve_fraction))
         where = f"{self.gpus} x {acc.name.removeprefix(acc.vendor + ' ')}"
+        if self.replicas > 1:
+            where += f" (each of {self.replicas} replicas)"
         if not self.weights_fit:
             return (f"The weights alone ({gb(self.weights_bytes)}) do not fit on {where} ({usable} each after the "
                     f"{self.reserve_fraction:.0%} reserve): they need {self.min_gpus} GPUs at least.")
@@ -163,21 +199,25 @@ def min_gpus(model, hw, weights_dtype="bf16", reserve=RESERVE, group=None) -> in
 
 
 def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=RESERVE,
-         group=None) -> MemoryPlan:
-    """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens."""
+         group=None, tp=None, pp=None, shared=0) -> MemoryPlan:
+    """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens per replica
+    (``tp``, ``pp``: see :func:`layout`). ``shared``: tokens cached once for all the sequences beside their own
+    ``context`` (a common prefix kept by prefix caching)."""
     m, acc = models.get(model), hardware.get(hw)
-    n, s, B, r = whole(gpus, "gpus"), whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
+    s, B, r = whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
     if not acc.capacity_bytes:
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
     kv_key = dtypes.canonical(kv_dtype)
     fmt = weights.weight_format(weights_dtype, group)
-    lay = layout(m, acc, n)
+    lay = layout(m, acc, gpus, tp, pp)
+    n = lay.gpus_per_replica
     capacity = n * acc.capacity_bytes
     reserved = r * capacity
     W = weights.weights_bytes(m, fmt)
     per_token = kvcache.bytes_per_token(m, kv_key)
     repl = kv_replication(m, lay.tp)
-    free = capacity - reserved - W
+    common = whole(shared, "shared tokens", 0) * per_token * repl
+    free = capacity - reserved - W - common
     notes = []
     if repl > 1:
         notes.append(f"tensor parallelism over {lay.tp} GPUs keeps {repl:g} copies of the cache "
@@ -189,9 +229,10 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
     return MemoryPlan(model=m.key, accelerator=acc.key, gpus=n, tp=lay.tp, pp=lay.pp, weights_dtype=fmt.name,
                       kv_dtype=kv_key, context=s, batch=B, capacity_bytes=capacity, reserve_fraction=r,
                       reserve_bytes=reserved, weights_bytes=W, kv_bytes_per_token=per_token,
-                      kv_bytes_per_sequence=per_token * s, kv_replication=repl, kv_bytes=B * s * per_token * repl,
+                      kv_bytes_per_sequence=per_token * s, kv_replication=repl,
+                      kv_bytes=B * s * per_token * repl + common,
                       free_bytes=free, max_batch=batch_max, max_context=context_max,
-                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes)
+                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes, replicas=lay.replicas)
 
 
 def max_batch(model, hw, gpus=1, context=4096, **options) -> int:

@@ -1,7 +1,10 @@
-"""The serving figures: latency and throughput against the batch, and where the memory goes.
+"""The serving figures: latency and throughput against the batch, where the memory goes, the latency-throughput
+frontier, and roofkit's figures against published ones.
 
     fig = plot_batch("llama-3-70b", "h100", gpus=8, context=8192)    # TPOT and tokens/s, the memory limit marked
     fig = plot_memory(memory.plan("llama-3-70b", "h100", 8, 8192, batch=64))   # one GPU's memory as a bar
+    fig = plot_frontier("llama-3-70b", "h100", 1000, 1000, dtype="fp8")      # per user vs per GPU, over batch and GPUs
+    fig = plot_published(published.compare())                        # predicted against published, both modes
 
 :func:`batch_sweep` computes the curve (no matplotlib); the figures are
 matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
@@ -13,9 +16,11 @@ from __future__ import annotations
 from ..units import whole
 from . import latency, memory
 
-__all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES"]
+__all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES", "frontier",
+           "plot_frontier", "plot_published", "GPU_COUNTS"]
 
 BATCHES = tuple(2**e for e in range(11))  # 1 .. 1024
+GPU_COUNTS = (1, 2, 4, 8)
 
 
 def batch_sweep(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
@@ -109,3 +114,98 @@ def plot_memory(plan: memory.MemoryPlan):
     fig = Figure(figsize=(8.5, 2.2), layout="constrained")
     draw_memory(fig.add_subplot(), plan)
     return fig
+
+
+def frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batches=BATCHES, dtype="bf16",
+             weights_dtype=None, kv_dtype=None, calibrated=False) -> list[dict]:
+    """The latency-throughput frontier of a workload: one point per GPU count (one replica, tensor parallel over
+    them) and batch that fits, {'gpus', 'batch', 'tpot_s', 'per_user', 'per_gpu', 'tokens_per_s'}.
+
+    Per user is 1 / TPOT (tokens/s one request sees), per GPU the throughput over the GPUs:
+    what a token costs. The largest batch that fits ends each curve.
+    """
+    from .workload import steady_state
+
+    points = []
+    for n in gpu_counts:
+        top = steady_state(model, hw, input_tokens, output_tokens, n, None, dtype, weights_dtype, kv_dtype,
+                           calibrated)
+        if not top.plan.weights_fit:
+            continue
+        for b in sorted({whole(b, "batch") for b in batches if b <= top.plan.max_batch} | {top.plan.max_batch}):
+            s = steady_state(model, hw, input_tokens, output_tokens, n, b, dtype, weights_dtype, kv_dtype,
+                             calibrated)
+            points.append({"gpus": n, "batch": b, "tpot_s": s.tpot_s, "per_user": 1 / s.tpot_s,
+                           "per_gpu": s.tokens_per_s / n, "tokens_per_s": s.tokens_per_s})
+    return points
+
+
+def plot_frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batches=BATCHES, dtype="bf16",
+                  weights_dtype=None, kv_dtype=None, calibrated=False, title=None):
+    """Tokens/s per GPU against tokens/s per user, one curve per GPU count, the batch growing along each."""
+    from matplotlib.figure import Figure
+
+    from .. import hardware, models
+
+    points = frontier(model, hw, input_tokens, output_tokens, gpu_counts, batches, dtype, weights_dtype, kv_dtype,
+                      calibrated)
+    fig = Figure(figsize=(8.5, 4.6))
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.91, bottom=0.12)
+    ax = fig.add_subplot()
+    for i, n in enumerate(sorted({p["gpus"] for p in points})):
+        mine = [p for p in points if p["gpus"] == n]
+        ax.plot([p["per_user"] for p in mine], [p["per_gpu"] for p in mine], "o-", color=f"C{i}", ms=4,
+                label=f"{n} GPU" if n == 1 else f"{n} GPUs, tensor parallel")
+        last = mine[-1]
+        ax.annotate(f"B={last['batch']}", (last["per_user"], last["per_gpu"]), xytext=(4, 5), ha="left",
+                    textcoords="offset points", fontsize=7, color=f"C{i}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens/s per user (1 / TPOT): faster to the right")
+    ax.set_ylabel("output tokens/s per GPU: cheaper up")
+    ax.grid(True, which="both", color="0.92")
+    ax.legend(fontsize=8, frameon=False, loc="lower left")
+    acc = hardware.get(hw)
+    ax.set_title(title or f"{models.get(model).name} on {acc.name.removeprefix(acc.vendor + ' ')}, "
+                          f"{input_tokens:,} in / {output_tokens:,} out, {'calibrated' if calibrated else 'bound'}",
+                 fontsize=10)
+    return fig
+
+
+def plot_published(rows, title=None):
+    """Predicted against published for rows of :func:`roofkit.inference.published.compare`: the bound and the
+    calibrated estimate, as a speed ratio per row (above 1: the prediction is faster than the engine was; for a
+    time to first token, the published time over the predicted one)."""
+    from matplotlib.figure import Figure
+
+    height = 1.0 + 0.32 * len(rows)
+    fig = Figure(figsize=(8.5, height))
+    fig.subplots_adjust(left=0.3, right=0.96, top=1 - 0.4 / height, bottom=0.55 / height)
+    ax = fig.add_subplot()
+    labels = [_label(r) for r in rows]
+    y = list(range(len(rows)))[::-1]
+    ax.scatter([r["bound_speed"] for r in rows], y, marker="^", color="C3", label="bound (datasheet roofs)", zorder=3)
+    estimated = [(r["calibrated_speed"], yy) for r, yy in zip(rows, y) if r.get("calibrated_speed") is not None]
+    if estimated:
+        ax.scatter([e for e, _ in estimated], [yy for _, yy in estimated], marker="o", color="C0", label="calibrated",
+                   zorder=3)
+    ax.axvline(1, color="0.2", lw=1)
+    ax.axvspan(1 / 1.2, 1.2, color="C0", alpha=0.08, lw=0)
+    ax.set_xscale("log")
+    ax.set_xticks([0.8, 1, 1.2, 1.5, 2, 3])
+    ax.xaxis.set_major_formatter("{x:g}x")
+    ax.xaxis.set_minor_formatter("")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel("predicted / published speed (right of 1: faster than published; shaded: within 1.2x)")
+    ax.grid(True, axis="x", color="0.92")
+    ax.legend(fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, borderaxespad=0.2)
+    if title:
+        ax.set_title(title, fontsize=9, loc="right")
+    return fig
+
+
+def _label(row) -> str:
+    if row["kind"] == "ttft":
+        return f"{row['model']} {row['hw']} TTFT, {row['isl']:,}-token prompt"
+    return f"{row['model']} {row['hw']} x{row['gpus']}, {row['isl']:,} in / {row['osl']:,} out"

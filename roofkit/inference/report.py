@@ -6,6 +6,7 @@ holds the numbers, in SI units):
     cache_table(["llama-2-7b", "llama-3-70b", "deepseek-v3"], context=8192)
     memory_table([("llama-3-8b", "h100", 1), ("llama-3-70b", "h100", 8)], contexts=(4096, 32768))
     quantization_table("llama-3-70b", "h100", gpus=8, context=4096, batches=(1, 256))
+    published_table(published.compare())          # roofkit's figures beside what engines published
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from .. import hardware, models
 from . import kvcache, latency, memory, weights
 
-__all__ = ["Table", "cache_table", "memory_table", "quantization_table"]
+__all__ = ["Table", "cache_table", "memory_table", "quantization_table", "published_table"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,20 @@ def quantization_table(model, hw, gpus=1, context=4096, batches=(1, 256), format
         cells.append((fmt.upper(), f"{per:.4g}", f"{p.weights_bytes / 1e9:.4g} GB", str(p.max_batch),
                       *(f"{t * 1e3:.3g} ms" for t in times), *(f"{b / t:.4g}" for b, t in zip(batches, times))))
     return Table(header, tuple(cells), tuple(rows))
+
+
+def published_table(rows) -> Table:
+    """Rows of :func:`roofkit.inference.published.compare`: the published figure, the bound and the calibrated
+    estimate beside it, each with its speed (above 1: faster than published)."""
+    header = ("run", "published", "bound", "speed", "calibrated", "speed")
+    cells, kept = [], []
+    for r in rows:
+        unit = (lambda x: f"{x:,.0f} tok/s") if r["kind"] == "throughput" else (lambda x: f"{x * 1e3:.1f} ms")
+        what = (f"{r['model']} on {r['gpus']} x {r['hw']}, {r['isl']:,} in / {r['osl']:,} out" if r["kind"] ==
+                "throughput" else f"{r['model']} on {r['gpus']} x {r['hw']}, first token of {r['isl']:,}")
+        estimate = r.get("calibrated")
+        cells.append((what, unit(r["published"]), unit(r["bound"]), f"{r['bound_speed']:.2f}",
+                      "-" if estimate is None else unit(estimate),
+                      "-" if estimate is None else f"{r['calibrated_speed']:.2f}"))
+        kept.append(dict(r))
+    return Table(header, tuple(cells), tuple(kept))

@@ -1,0 +1,94 @@
+"""How close is `roofkit serve` to what serving engines published? Every row, both modes.
+
+    python benchmarks/published_serving.py
+
+Not a pass/fail test: it prints figures. Targets (issue 20):
+
+* the fitting set (roofkit/data/published/serving.json: TensorRT-LLM's Llama 3.1 8B
+  throughput on an H100, and its first-token times for Llama 2 7B on an H100 and an
+  A100): the bound never slower than published, `--calibrated` within 1.2x;
+* the held-out set (roofkit/data/published/serving_heldout.json, never fitted on:
+  other models, GPUs, tensor-parallel layouts and engines): the bound never loses;
+  calibrated throughput within 1.3x on most rows and 1.6x on all; first-token time
+  within 1.5x.
+
+"speed" is predicted over published for tokens/s, published over predicted for a
+time: above 1 the prediction is the faster one, which a bound must be.
+"""
+
+from __future__ import annotations
+
+import math
+
+from roofkit.hardware import NoAchievableFigure
+from roofkit.inference import engine, published
+
+
+def _row(run):
+    bound = published.predict(run)
+    try:
+        estimate = published.predict(run, True)
+    except NoAchievableFigure:
+        estimate = None
+    notes = []
+    if run.tp > 1 and run.hw == "mi300x":
+        notes.append("no MI300X link in the catalog: its all-reduces are not counted")
+    if estimate is None:
+        notes.append("no achievable figures in the catalog: bound only")
+    return bound, estimate, notes
+
+
+def _fmt(run, value):
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if run.kind == "throughput" else f"{value * 1e3:.1f} ms"
+
+
+def table(runs, title):
+    print(f"\n{title}")
+    header = f"{'case':66s} {'published':>10s} {'bound':>10s} {'speed':>6s} {'calibr.':>10s} {'speed':>6s}"
+    print(header)
+    print("-" * len(header))
+    out = []
+    for run in runs:
+        bound, estimate, notes = _row(run)
+        b = published.speed(run, bound)
+        c = None if estimate is None else published.speed(run, estimate)
+        out.append((run, b, c, notes))
+        print(f"{run.case[:66]:66s} {_fmt(run, run.published):>10s} {_fmt(run, bound):>10s} {b:6.2f} "
+              f"{_fmt(run, estimate):>10s} {'-' if c is None else f'{c:.2f}':>6s}"
+              + (f"  ({'; '.join(notes)})" if notes else ""))
+    return out
+
+
+def summary(rows, label, targets):
+    bound_min = min(b for _, b, _, _ in rows)
+    print(f"{label}: the bound is never slower than published: {'yes' if bound_min >= 1 else 'NO'} "
+          f"(least speed {bound_min:.2f})")
+    for kind, limits in targets.items():
+        chosen = [c for run, _, c, _ in rows if run.kind == kind and c is not None]
+        if not chosen:
+            continue
+        off = [max(c, 1 / c) for c in chosen]
+        parts = [f"{sum(x <= limit for x in off)}/{len(off)} within {limit}x" for limit in limits]
+        print(f"  calibrated {kind}: {', '.join(parts)}; worst {max(off):.2f}x, median "
+              f"{sorted(off)[len(off) // 2]:.2f}x, geometric mean of speed "
+              f"{math.exp(sum(math.log(c) for c in chosen) / len(chosen)):.2f}")
+
+
+def main() -> int:
+    cal = engine.default()
+    print(f"calibration: t0 = {cal.floor_s * 1e6:.2f} µs per kernel (lesson 11's H200 layers), t_step = "
+          f"{cal.step_s * 1e3:.3f} ms per step, fitted on {cal.runs} published runs")
+    fitted = table(published.runs(), "fitting set (serving.json)")
+    summary(fitted, "fitting set", {"throughput": (1.2,), "ttft": (1.2,)})
+    held = table(published.heldout(), "held-out set (serving_heldout.json, never fitted on)")
+    summary(held, "held-out set", {"throughput": (1.3, 1.6), "ttft": (1.5,)})
+    for engine_name in sorted({run.engine for run, *_ in held}):
+        summary([r for r in held if r[0].engine == engine_name], f"  of which {engine_name}",
+                {"throughput": (1.3, 1.6), "ttft": (1.5,)})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
