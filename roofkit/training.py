@@ -409,8 +409,8 @@ def implied_mfu(params, tokens, gpu_hours, peak_flops) -> float:
 
     ``peak_flops`` is a number: take it from the catalog, e.g.
     ``hardware.get("h100").peak("bf16")``. Chips missing from the catalog with
-    the same dense math as one in it (the H800 is an H100 SXM with slower
-    NVLink) can use that entry. Like any measured MFU, the result may exceed 1.
+    the same tensor-core peaks as one in it (the H800 is an H100 SXM with slower
+    NVLink and almost no FP64) can use that entry. Like any measured MFU, the result may exceed 1.
 
     >>> from roofkit.hardware import get
     >>> round(implied_mfu(70e9, 15e12, 6.4e6, get("h100").peak("bf16")), 2)  # Llama 3 70B model card

@@ -39,10 +39,11 @@ def test_residual_rmsnorm_keeps_the_residual_stream():
 
 
 def test_fusion_never_changes_flops():
-    for ops in (["bias_add", "gelu"], ["residual_add", "rmsnorm"], ["bias_add", "gelu", "dropout", "residual_add"]):
+    for ops in (["bias_add", "gelu"], ["residual_add", "rmsnorm"], ["bias_add", "dropout", "residual_add"]):
         c = fusion.chain(ops, n=4096 * 4096)
         assert c.fused.flops == c.unfused.flops
-    assert fusion.chain(["bias_add", "gelu", "dropout", "residual_add"], n=4096).traffic_ratio == 3
+    # the end of GPT-2's MLP: bias, dropout, residual add: 2 + 2 + 3 = 7 tensors unfused, x and r in, y out fused
+    assert fusion.chain(["bias_add", "dropout", "residual_add"], n=4096).traffic_ratio == pytest.approx(7 / 3)
 
 
 def test_fixed_costs_dominate_tiny_tensors_only():
