@@ -245,7 +245,7 @@ register(
                 "either as the kernels of fusion.DECODER_LAYER_KERNELS or, fused, as those of "
                 "fusion.FUSED_DECODER_LAYER_KERNELS. At one token fusion leaves the bytes practically unchanged: "
                 "take the layer's roofline time from formulas.transformer_layer_ops for both. Each kernel pays "
-                "lesson 11's per-kernel floor t0 on the GPU; the host spends {cpu_us:g} µs issuing each launch "
+                "section 4's per-kernel floor t0 (lesson 11's fit) on the GPU; the host spends {cpu_us:g} µs issuing each launch "
                 "(Python between the ops), asynchronously. How much time per decode step does fusion save?"),
         params={"layers": 32, "kv_seq": 8192, "cpu_us": 20.0, "hw": "h100"},
         # never section 4's numbers (4,096 cached tokens, He's 3.6 µs per launch, one layer): its table prints them
