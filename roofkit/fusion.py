@@ -5,8 +5,19 @@ its output back, so a chain of k elementwise ops on n elements moves about
 2·k·n elements. Fused into one kernel, the intermediates stay in registers:
 the kernel reads each external input once and writes only the last output.
 The FLOPs do not change; the bytes shrink, so the intensity rises by the same
-factor, and k - 1 kernel launches disappear (Horace He, "Making Deep Learning
-Go Brrrr From First Principles", 2022).
+factor, and k - 1 kernels disappear.
+
+Each kernel also costs something fixed: the CPU issues its launch (Python, the
+framework, the driver: c each), and the GPU pays a per-kernel floor t0 beyond
+its roofline time. Launches are asynchronous, so the two overlap: the CPU queues
+the next kernels while the GPU works, and a stream of k kernels takes::
+
+    T = max(k c, sum_i (t0 + max(F_i / P, B_i / BW)))
+
+The CPU's cost shows only where kernels are shorter than their launches
+(Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022: PyTorch
+runs about 280 thousand tiny ops per second, and the overhead is hidden as long as
+it can "run ahead" of the GPU). :func:`stream_time` computes it.
 
 FlashAttention fuses a whole attention into one kernel. Its softmax cannot see a
 row of scores at once, so it runs online, block by block, keeping a running
@@ -23,6 +34,8 @@ p the fraction of runtime in the part, s the part's speed-up, S the whole's.
     (2, 1, 2.0)
     >>> round(amdahl_time_saved(0.1, 2), 3)  # halve a 10 ms part of 100 ms
     0.05
+    >>> stream_time(17, 100e-6, launch_overhead_s=10e-6)["bound"]  # 170 µs of launches, 100 µs of work
+    'cpu'
 """
 
 from __future__ import annotations
@@ -36,17 +49,48 @@ from .errors import InvalidValue
 from .formulas import (GELU_FLOPS_PER_ELEMENT, RMSNORM_FLOPS_PER_ELEMENT, SILU_FLOPS_PER_ELEMENT, Cost,
                        elementwise, gemm, rmsnorm)
 from .units import fraction as _fraction
-from .units import nonnegative, positive, size
+from .units import nonnegative, positive, size, whole
 
 __all__ = [
-    "DEFAULT_LAUNCH_OVERHEAD_S", "Op", "OPS", "ChainCost", "chain", "mlp_block",
+    "DEFAULT_LAUNCH_OVERHEAD_S", "stream_time", "Op", "OPS", "ChainCost", "chain", "mlp_block",
     "DECODER_LAYER_KERNELS", "FUSED_DECODER_LAYER_KERNELS", "fusion_groups",
     "OnlineSoftmax", "online_softmax", "amdahl", "amdahl_time_saved",
 ]
 
-# A rule of thumb, not a datasheet figure: a common claim is "~5-10 µs per kernel launch"
-# (see Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022, "overhead"). Measure your own with the profiler.
-DEFAULT_LAUNCH_OVERHEAD_S = 5e-6
+# The CPU's cost of one kernel launch from eager PyTorch: Horace He ("Making Deep Learning Go Brrrr From
+# First Principles", 2022, section "Overhead") measures PyTorch at about 280 thousand operations per
+# second on tiny tensors, about 3.6 µs each. A rule of thumb, not a datasheet figure: it varies with the
+# host, the framework and the code between the ops (the H200 host of roofkit's measured layers took
+# 8.3 µs per launch). Measure your own with the profiler.
+_PYTORCH_TINY_OPS_PER_S = 280e3
+DEFAULT_LAUNCH_OVERHEAD_S = 1 / _PYTORCH_TINY_OPS_PER_S
+
+
+def stream_time(kernels, roofline_s, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S, kernel_floor_s=0.0) -> dict:
+    """Time of a stream of kernels launched one after another: max(CPU issue time, GPU time).
+
+    A launch is asynchronous: the CPU spends ``launch_overhead_s`` (c) issuing a
+    kernel, then issues the next while the GPU runs the first. Once the stream
+    runs, the CPU and the GPU overlap, and whichever is slower sets the pace::
+
+        cpu_s = k c                     the CPU issuing k kernels
+        gpu_s = k t0 + R                R = the kernels' roofline times summed,
+                                        t0 = the GPU's per-kernel floor
+        time_s = max(cpu_s, gpu_s)      bound: 'cpu' or 'gpu', whichever is larger
+
+    The launch cost shows only where the kernels are shorter than their launches
+    (tiny kernels, a slow host); behind long kernels it is hidden. With
+    ``kernel_floor_s=0`` (the default) each kernel runs at its roofline: a bound.
+    The floor lesson 11 fits on a real H200's layers is
+    ``roofkit.layertime.default_calibration().floor_s``.
+    """
+    k = whole(kernels, "kernels")
+    R = nonnegative(roofline_s, "roofline_s")
+    c = nonnegative(launch_overhead_s, "launch_overhead_s")
+    t0 = nonnegative(kernel_floor_s, "kernel_floor_s")
+    cpu, gpu = k * c, k * t0 + R
+    return {"cpu_s": cpu, "gpu_s": gpu, "time_s": max(cpu, gpu), "bound": "cpu" if cpu > gpu else "gpu",
+            "kernels": k, "launch_overhead_s": c, "kernel_floor_s": t0}
 
 
 @dataclass(frozen=True)
@@ -126,30 +170,38 @@ class ChainCost:
         """Unfused bytes / fused bytes: by how much fusion cuts HBM traffic (and raises intensity)."""
         return self.unfused.bytes / self.fused.bytes
 
-    def time(self, hw, dtype, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S) -> dict:
-        """Predicted seconds unfused vs fused: roofline lower bound per kernel plus launch overhead.
+    def time(self, hw, dtype, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S, kernel_floor_s=0.0) -> dict:
+        """Predicted seconds unfused vs fused, each the :func:`stream_time` of its kernels.
 
-        Each kernel takes at least max(FLOPs / peak, bytes / bandwidth)
-        (:func:`roofkit.roofline.time_bounds`), and each launch adds
-        ``launch_overhead_s``. The catalog's peak is the tensor-core peak;
-        elementwise math runs on slower vector units, but these kernels sit so
-        far below the ridge that the memory term decides.
+        Each kernel's roofline time is max(FLOPs / peak, bytes / bandwidth)
+        (:func:`roofkit.roofline.time_bounds`); the GPU adds ``kernel_floor_s`` per
+        kernel; the CPU spends ``launch_overhead_s`` per launch, overlapped with the
+        GPU's work: each version takes max(CPU issue time, GPU time). With the
+        default floor of 0 it is a bound; pass lesson 11's floor
+        (``layertime.default_calibration().floor_s``) for an estimate. The
+        catalog's peak is the tensor-core peak; elementwise math runs on slower
+        vector units, but these kernels sit so far below the ridge that the
+        memory term decides.
         """
         from .hardware import get
         from .roofline import time_bounds
 
         accelerator = get(hw)
         peak, bandwidth = accelerator.peak(dtype), accelerator.bandwidth
-        overhead = nonnegative(launch_overhead_s, "launch_overhead_s")
 
         def seconds(cost):
             return float(time_bounds(cost.flops, cost.bytes, peak, bandwidth)[0])
 
-        unfused = sum(seconds(k) for k in self.kernels) + self.launches_unfused * overhead
-        fused = seconds(self.fused) + self.launches_fused * overhead
-        return {"unfused_s": unfused, "fused_s": fused, "speedup": unfused / fused,
-                "launch_overhead_s": overhead, "accelerator": accelerator.name,
-                "precision": dtypes.canonical(dtype)}
+        unfused = stream_time(self.launches_unfused, sum(seconds(k) for k in self.kernels), launch_overhead_s,
+                              kernel_floor_s)
+        fused = stream_time(self.launches_fused, seconds(self.fused), launch_overhead_s, kernel_floor_s)
+        return {"unfused_s": unfused["time_s"], "fused_s": fused["time_s"],
+                "speedup": unfused["time_s"] / fused["time_s"],
+                "unfused_bound": unfused["bound"], "fused_bound": fused["bound"],
+                "unfused_cpu_s": unfused["cpu_s"], "unfused_gpu_s": unfused["gpu_s"],
+                "fused_cpu_s": fused["cpu_s"], "fused_gpu_s": fused["gpu_s"],
+                "launch_overhead_s": unfused["launch_overhead_s"], "kernel_floor_s": unfused["kernel_floor_s"],
+                "accelerator": accelerator.name, "precision": dtypes.canonical(dtype)}
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -192,41 +244,61 @@ def chain(ops, n, bytes_per_element=2, keep=()) -> ChainCost:
     return ChainCost(tuple(op.name for op in ops), n, kernels, unfused, fused, launches_unfused=len(ops))
 
 
-def mlp_block(tokens, d_model, d_ff, bytes_per_element=2) -> dict:
-    """HBM bytes of RMSNorm -> Linear -> SiLU -> Linear, as 4 kernels vs 1 fused kernel (lesson 09).
+def mlp_block(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> dict:
+    """HBM bytes of an MLP block as separate kernels vs one fused kernel (lesson 09).
 
-    t tokens, d = d_model, f = d_ff, b bytes per element. Unfused, each kernel
-    round-trips its activation through HBM:
+    t tokens, d = d_model, f = d_ff, b bytes per element. ``gated=False``:
+    RMSNorm -> Linear -> SiLU -> Linear, two weight matrices, 4 kernels. Unfused,
+    each kernel round-trips its activation through HBM:
 
         rmsnorm   read x (t·d),           write t·d
         up        read t·d + W1 (d·f),    write h (t·f)
         silu      read t·f,               write t·f
         down      read t·f + W2 (f·d),    write y (t·d)
 
-    Fused (one kernel, intermediates on chip): read x, the norm weight, W1 and
-    W2 once, write y. That is a lower bound: a real fused kernel tiles the
-    tokens and re-reads weight tiles, mostly from L2.
+    ``gated=True``: the SwiGLU MLP of Llama-style models (Shazeer 2020, "GLU
+    Variants Improve Transformer"), down(SiLU(x W_gate) ⊙ (x W_up)), three weight
+    matrices, 6 kernels as eager PyTorch runs it (SiLU and the product are two):
 
-    The saving is the activation round trips, 2·t·d + 4·t·f elements; both
-    versions read the weights (2·d·f elements). At decode sizes (t of 1 to 16)
-    the weights dominate and fusion saves almost no bytes, only launches. At
-    prefill sizes the activations dominate and the ratio approaches
-    (4·d + 4·f) / (2·d), i.e. 10 for f = 4d.
+        rmsnorm   read x (t·d),                write t·d
+        gate      read t·d + W_gate (d·f),     write g (t·f)
+        up        read t·d + W_up (d·f),       write u (t·f)
+        silu      read g (t·f),                write t·f
+        mul       read SiLU(g) and u (2·t·f),  write h (t·f)
+        down      read h (t·f) + W_down (f·d), write y (t·d)
+
+    Fused (one kernel, intermediates on chip): read x, the norm weight and the
+    weight matrices once, write y. That is a lower bound: a real fused kernel
+    tiles the tokens and re-reads weight tiles, mostly from L2.
+
+    The saving is the activation round trips: 2·t·d + 4·t·f elements ungated,
+    3·t·d + 8·t·f gated; both versions read the weights (2·d·f or 3·d·f). At
+    decode sizes (t of 1 to 16) the weights dominate and fusion saves almost no
+    bytes, only launches. At prefill sizes the activations dominate and the ratio
+    approaches (4·d + 4·f) / (2·d) ungated, 10 for f = 4d, or (5·d + 8·f) / (2·d) gated.
     """
     t, d, f = size(tokens, "tokens"), size(d_model, "d_model"), size(d_ff, "d_ff")
     b = dtypes.bytes_per_element(bytes_per_element)
-    kernels = {
-        "rmsnorm": rmsnorm(t, d, b),
-        "up_proj": gemm(t, f, d, b),
-        "silu": elementwise(t * f, SILU_FLOPS_PER_ELEMENT, 1, 1, b),
-        "down_proj": gemm(t, d, f, b),
-    }
+    if not isinstance(gated, bool):
+        raise InvalidValue(f"gated must be True or False; got {gated!r}.")
+    kernels = {"rmsnorm": rmsnorm(t, d, b)}
+    if gated:
+        kernels |= {
+            "gate_proj": gemm(t, f, d, b),
+            "up_proj": gemm(t, f, d, b),
+            "silu": elementwise(t * f, SILU_FLOPS_PER_ELEMENT, 1, 1, b),
+            "mul": elementwise(t * f, 1, 2, 1, b),
+        }
+    else:
+        kernels |= {"up_proj": gemm(t, f, d, b), "silu": elementwise(t * f, SILU_FLOPS_PER_ELEMENT, 1, 1, b)}
+    kernels["down_proj"] = gemm(t, d, f, b)
     unfused = sum(kernels.values())
     flops = unfused.flops
-    weights = (d + d * f + f * d) * b  # norm weight, W1, W2
+    matrices = 3 if gated else 2
+    weights = (d + matrices * d * f) * b  # norm weight, W_gate (gated), W_up, W_down
     fused = Cost(flops, weights + 2 * t * d * b)  # plus x in, y out
     return {
-        "tokens": t, "d_model": d, "d_ff": f, "bytes_per_element": b,
+        "tokens": t, "d_model": d, "d_ff": f, "bytes_per_element": b, "gated": gated,
         "flops": flops,
         "kernels": {name: k.to_dict() for name, k in kernels.items()},
         "unfused_bytes": unfused.bytes,

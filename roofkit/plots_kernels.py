@@ -98,35 +98,46 @@ def profile_table(rows: list[ProfileRow]) -> str:
 
 
 def launch_overhead(ops=("bias_add", "gelu"), hw="h100", dtype="bf16", sizes=(1e2, 1e10),
-                    launch_overhead_s=fusion.DEFAULT_LAUNCH_OVERHEAD_S, ax=None):
-    """Predicted time of a chain of ops unfused and fused against its size n, with the launch floors.
+                    launch_overhead_s=fusion.DEFAULT_LAUNCH_OVERHEAD_S, kernel_floor_s=0.0, ax=None):
+    """Predicted time of a chain of ops unfused and fused against its size n, with the fixed costs per kernel.
 
-    Each kernel takes its roofline time plus one launch (:meth:`roofkit.fusion.ChainCost.time`). A
-    vertical line marks the size at which the unfused chain's memory time equals its launch time.
+    Each version takes max(CPU issue time, GPU time) (:meth:`roofkit.fusion.ChainCost.time`): the CPU
+    spends ``launch_overhead_s`` per launch, the GPU ``kernel_floor_s`` per kernel plus its roofline
+    time. Horizontal lines mark the fixed costs; a vertical line the size at which the unfused chain's
+    memory time equals them.
     """
     accelerator = hardware.get(hw)
     n = np.logspace(np.log10(sizes[0]), np.log10(sizes[1]), 33)
     chains = [fusion.chain(list(ops), n=k, bytes_per_element=dtype) for k in n]
-    times = [c.time(accelerator, dtype, launch_overhead_s) for c in chains]
+    times = [c.time(accelerator, dtype, launch_overhead_s, kernel_floor_s) for c in chains]
     one = chains[0]
     seconds_per_element = one.unfused.bytes / one.n / accelerator.bandwidth  # memory time, unfused chain
-    crossing = one.launches_unfused * launch_overhead_s / seconds_per_element
+    fixed = max(launch_overhead_s, kernel_floor_s)  # the larger fixed cost per kernel sets the floor
+    crossing = one.launches_unfused * fixed / seconds_per_element
 
     ax = _axes(ax, (8, 4.5))
     names = " + ".join(ops)
-    ax.loglog(n, [t["unfused_s"] for t in times], label=f"{names}, {one.launches_unfused} kernels")
-    ax.loglog(n, [t["fused_s"] for t in times], label="fused, 1 kernel")
-    for launches, style in ((one.launches_unfused, "--"), (1, ":")):
-        ax.axhline(launches * launch_overhead_s, color="0.5", ls=style, lw=1)
+    k = one.launches_unfused
+    ax.loglog(n, [t["unfused_s"] for t in times], color="C0", lw=2, label=f"{names}, {k} kernels")
+    ax.loglog(n, [t["fused_s"] for t in times], color="C1", lw=2, label="fused, 1 kernel")
+    us = 1e6
+    for count, color in ((k, "C0"), (1, "C1")):
+        ax.axhline(count * launch_overhead_s, color=color, ls="--", lw=1,
+                   label=f"CPU issuing {count} launch{'es' if count > 1 else ''} "
+                         f"({count} x {launch_overhead_s * us:.2g} µs)")
+        if kernel_floor_s > 0:
+            ax.axhline(count * kernel_floor_s, color=color, ls=":", lw=1.2,
+                       label=f"GPU floor of {count} kernel{'s' if count > 1 else ''} "
+                             f"({count} x {kernel_floor_s * us:.2g} µs)")
     ax.axvline(crossing, color="0.7", lw=1)
-    ax.text(crossing / 1.3, 1e-3, "memory time = launch time", color="0.4", fontsize=9, ha="right")
+    ax.text(crossing / 1.3, 1e-3, "memory time =\nfixed costs", color="0.4", fontsize=9, ha="right")
     ax.set(xlabel=f"elements n ({dtype.upper()})", ylabel=f"predicted time on the {_short(accelerator.name)} (s)",
-           title="Small tensors pay for launches, large ones for bytes")
-    ax.legend(loc="upper left")
+           title="Small tensors pay a fixed cost per kernel, large ones for their bytes")
+    ax.legend(loc="upper left", fontsize=8)
     return ax.figure
 
 
-def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0):
+def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0, scores=None):
     """FlashAttention's work as a picture: the tiles of the score matrix, and the online softmax of one row.
 
     Left: the s x s_kv scores cut into ``tiles`` query tiles (rows) and as many
@@ -134,6 +145,8 @@ def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0):
     blocks stream past it; with ``causal`` the tiles above the diagonal are
     skipped. Right: one row of scores taken block by block, with the running
     maximum and running sum that :func:`roofkit.fusion.online_softmax` keeps.
+    ``scores`` is that row (as many scores as the highlighted tile's blocks hold,
+    ``scores_per_block`` each); without it, a random row drawn with ``seed``.
     """
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, Rectangle
@@ -167,9 +180,16 @@ def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0):
     left.set_title("Tiles: K and V are read once per query tile", fontsize=10)
 
     # --- the online softmax of one row ---
-    rng = np.random.default_rng(seed)
     blocks = (row_tile + 1) if causal else tiles
-    x = np.round(rng.normal(0, 1.5, blocks * scores_per_block) + np.linspace(0, 2.5, blocks * scores_per_block), 2)
+    if scores is None:
+        rng = np.random.default_rng(seed)
+        x = np.round(rng.normal(0, 1.5, blocks * scores_per_block) + np.linspace(0, 2.5, blocks * scores_per_block), 2)
+    else:
+        x = np.asarray(scores, dtype=float)
+        if x.ndim != 1 or x.size != blocks * scores_per_block:
+            raise InvalidValue(f"flash_tiles: scores must be one row of {blocks} blocks x {scores_per_block} = "
+                               f"{blocks * scores_per_block} scores (the highlighted tile's blocks); got "
+                               f"{x.size if x.ndim == 1 else x.shape}.")
     state = fusion.online_softmax(x, scores_per_block)
     positions = np.arange(x.size)
     colors = [("#f3c9a8", "#dd8452")[(k // scores_per_block) % 2] for k in positions]

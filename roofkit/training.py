@@ -21,7 +21,9 @@ the hardware executed, including activation recomputation and padding. HFU >= MF
 when both count attention the same way; a causal attention kernel executes only
 about half of the attention FLOPs that PaLM's 12·L·H·Q·T counts, so without much
 recomputation HFU can come out below an MFU counted with it
-(``flops_per_token(..., causal=True)`` counts what such a kernel executes).
+(``flops_per_token(..., causal=True)`` counts what such a kernel executes). FlashAttention's
+backward pass also recomputes the scores QK^T instead of storing them, a seventh product
+next to PaLM's six (``recompute_scores=True``): about 7·L·H·Q·T per token with a causal mask.
 PaLM 540B reported 46.2% MFU and 57.8% HFU.
 
 How high can MFU be? The best published large dense runs: Megatron-LM 56.0% MFU
@@ -60,7 +62,7 @@ from .units import fraction, positive, size, whole
 
 __all__ = [
     "FORWARD_FLOPS_PER_PARAM_TOKEN", "BACKWARD_FLOPS_PER_PARAM_TOKEN", "FLOPS_PER_PARAM_TOKEN",
-    "MFU_SUSPICIOUS", "MFU_TYPICAL",
+    "ATTENTION_PRODUCTS", "RECOMPUTED_SCORE_PRODUCTS", "MFU_SUSPICIOUS", "MFU_TYPICAL",
     "training_flops", "forward_backward", "recompute_flops", "recomputed_forwards", "flops_per_token",
     "utilization", "hfu", "mfu", "mfu_from_throughput", "padding_efficiency",
     "Verdict", "mfu_verdict", "mfu_report",
@@ -72,6 +74,16 @@ __all__ = [
 FORWARD_FLOPS_PER_PARAM_TOKEN = 2   # one multiply-add per parameter per token
 BACKWARD_FLOPS_PER_PARAM_TOKEN = 4  # two: grad wrt the layer's input, grad wrt its weights
 FLOPS_PER_PARAM_TOKEN = FORWARD_FLOPS_PER_PARAM_TOKEN + BACKWARD_FLOPS_PER_PARAM_TOKEN  # the 6 of 6ND
+
+# The attention term of PaLM's count (Appendix B), per layer, head and token: QK^T and AV are two
+# products of 2·Q·T FLOPs in the forward pass and four in the backward (each product's two
+# gradients), 6 products: 2·6 = 12·L·H·Q·T.
+ATTENTION_PRODUCTS = 6
+# FlashAttention's backward pass recomputes S = QK^T from Q and K rather than store the s x s scores
+# (Dao 2023, "FlashAttention-2", Algorithm 2): one product more, 14·L·H·Q·T executed. The
+# FlashAttention repository's benchmark counts the same (benchmarks/benchmark_flash_attention.py:
+# the backward pass is 2.5 forward passes, 3.5 in all).
+RECOMPUTED_SCORE_PRODUCTS = 1
 
 # Above this, a reported MFU deserves a check: more often a counting slip, an HFU or another
 # precision's peak than a record (the best published: 56.3%, Megatron-LM 1T on A100s).
@@ -144,7 +156,9 @@ def recompute_flops(params, tokens) -> float:
     layer's forward once to rebuild what it did not store, so the hardware does
     2ND + 2ND + 4ND (Megatron-LM's "full" recomputation; Korthikanti et al. 2022).
     This is what HFU counts; MFU still counts 6ND (PaLM, Appendix B). Keeping
-    fewer checkpoints costs more: see :func:`recomputed_forwards`.
+    fewer checkpoints costs the same extra forward when each segment is rebuilt
+    once and held while its backward pass runs (Chen et al. 2016); it costs more
+    only when the rebuilt activations are not held: see :func:`recomputed_forwards`.
     """
     N, D = _arg(params, "params"), _arg(tokens, "tokens")
     per = 2 * FORWARD_FLOPS_PER_PARAM_TOKEN + BACKWARD_FLOPS_PER_PARAM_TOKEN
@@ -182,7 +196,8 @@ def recomputed_forwards(n_layers, keep_every=1) -> float:
     return layer_forwards / L
 
 
-def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=None, causal=False) -> float:
+def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=None, causal=False,
+                    recompute_scores=False) -> float:
     """Training FLOPs per token: 6N, plus 12·L·H·Q·T for attention when its shape is given.
 
     L layers, H heads, Q head dimension, T sequence length (PaLM, Chowdhery et
@@ -194,9 +209,18 @@ def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=
     only those under the causal mask, T (T + 1) / 2 of them
     (:func:`roofkit.formulas.attention_pairs`), which is what a causal attention
     kernel executes: 12·L·H·Q·(T + 1)/2, about half.
+
+    ``recompute_scores=True`` adds what FlashAttention's backward pass executes
+    on top: it recomputes QK^T instead of reading stored scores, a seventh product
+    (:data:`RECOMPUTED_SCORE_PRODUCTS`), 14·L·H·Q·T, or 7·L·H·Q·(T + 1) with
+    ``causal=True``. These are hardware FLOPs (HFU), not model FLOPs.
+
+    >>> flops_per_token(1, 1, 1, 1, 1, recompute_scores=True) - flops_per_token(1)
+    14.0
     """
     N = _arg(params, "params")
     causal = _flag(causal, "causal")
+    products = ATTENTION_PRODUCTS + (RECOMPUTED_SCORE_PRODUCTS if _flag(recompute_scores, "recompute_scores") else 0)
     shape = {"n_layers": n_layers, "n_heads": n_heads, "head_dim": head_dim, "seq_len": seq_len}
     given = [k for k, v in shape.items() if v is not None]
     if not given:
@@ -211,9 +235,9 @@ def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=
     if causal:
         from .formulas import attention_pairs
 
-        return _finite(FLOPS_PER_PARAM_TOKEN * N + 12 * L * H * Q * attention_pairs(T, causal=True) / T,
+        return _finite(FLOPS_PER_PARAM_TOKEN * N + 2 * products * L * H * Q * attention_pairs(T, causal=True) / T,
                        "FLOPs per token")
-    return _finite(FLOPS_PER_PARAM_TOKEN * N + 12 * L * H * Q * T, "FLOPs per token")
+    return _finite(FLOPS_PER_PARAM_TOKEN * N + 2 * products * L * H * Q * T, "FLOPs per token")
 
 
 # --- utilization ----------------------------------------------------------------------
@@ -385,8 +409,8 @@ def implied_mfu(params, tokens, gpu_hours, peak_flops) -> float:
 
     ``peak_flops`` is a number: take it from the catalog, e.g.
     ``hardware.get("h100").peak("bf16")``. Chips missing from the catalog with
-    the same dense math as one in it (the H800 is an H100 SXM with slower
-    NVLink) can use that entry. Like any measured MFU, the result may exceed 1.
+    the same tensor-core peaks as one in it (the H800 is an H100 SXM with slower
+    NVLink and almost no FP64) can use that entry. Like any measured MFU, the result may exceed 1.
 
     >>> from roofkit.hardware import get
     >>> round(implied_mfu(70e9, 15e12, 6.4e6, get("h100").peak("bf16")), 2)  # Llama 3 70B model card

@@ -65,20 +65,66 @@ def test_custom_ops_and_names_mix():
     assert c.ops == ("swish_beta", "mul")
 
 
-def test_time_is_memory_time_plus_launches():
+def test_time_is_the_larger_of_cpu_issue_and_gpu_time():
     h100 = hardware.get("h100")
     c = fusion.chain(["bias_add", "gelu"], N)
-    assert c.fused.intensity < h100.ridge("bf16")  # memory-bound, so time = bytes / bandwidth
+    assert c.fused.intensity < h100.ridge("bf16")  # memory-bound, so each kernel's roofline time = bytes / bandwidth
     no_overhead = c.time("h100", "bf16", launch_overhead_s=0)
     assert no_overhead["unfused_s"] == pytest.approx(c.unfused.bytes / h100.bandwidth)
     assert no_overhead["fused_s"] == pytest.approx(c.fused.bytes / h100.bandwidth)
     assert no_overhead["speedup"] == pytest.approx(c.traffic_ratio)
+    # launches are asynchronous: behind 40 µs of memory traffic, two launches of 3.6 µs cost nothing
     default = c.time("h100", "bf16")
-    assert default["launch_overhead_s"] == fusion.DEFAULT_LAUNCH_OVERHEAD_S == 5e-6
-    assert default["unfused_s"] == pytest.approx(no_overhead["unfused_s"] + 2 * 5e-6)
-    # tiny tensors: launches dominate and the speed-up tends to the launch ratio
+    assert default["launch_overhead_s"] == fusion.DEFAULT_LAUNCH_OVERHEAD_S == pytest.approx(1 / 280e3)
+    assert default["unfused_s"] == no_overhead["unfused_s"] and default["unfused_bound"] == "gpu"
+    assert default["unfused_cpu_s"] == pytest.approx(2 / 280e3)
+    # the GPU's floor is paid by every kernel: two floors unfused, one fused
+    floored = c.time("h100", "bf16", kernel_floor_s=5e-6)
+    assert floored["unfused_s"] == pytest.approx(no_overhead["unfused_s"] + 2 * 5e-6)
+    assert floored["fused_s"] == pytest.approx(no_overhead["fused_s"] + 5e-6)
+    # tiny tensors: the fixed costs are everything and the speed-up tends to the kernel ratio
     tiny = fusion.chain(["bias_add", "gelu", "scale"], 1024).time("h100", "bf16")
-    assert tiny["speedup"] == pytest.approx(3, rel=1e-3)
+    assert tiny["unfused_bound"] == tiny["fused_bound"] == "cpu"
+    assert tiny["unfused_s"] == pytest.approx(3 / 280e3, rel=1e-9) and tiny["speedup"] == pytest.approx(3)
+    # a slow host against a small floor: the CPU sets the pace; a fast host: the GPU
+    assert fusion.chain(["gelu"], 1024).time("h100", "bf16", 20e-6, 5e-6)["fused_s"] == pytest.approx(20e-6)
+    assert fusion.chain(["gelu"], 1024).time("h100", "bf16", 1e-6, 5e-6)["fused_bound"] == "gpu"
+
+
+def test_stream_time_is_a_max_not_a_sum():
+    t = fusion.stream_time(17, 100e-6, launch_overhead_s=4e-6, kernel_floor_s=5e-6)
+    assert (t["cpu_s"], t["gpu_s"]) == (pytest.approx(68e-6), pytest.approx(185e-6))
+    assert t["time_s"] == t["gpu_s"] and t["bound"] == "gpu"
+    slow_host = fusion.stream_time(17, 100e-6, launch_overhead_s=20e-6, kernel_floor_s=5e-6)
+    assert slow_host["time_s"] == pytest.approx(340e-6) and slow_host["bound"] == "cpu"
+    # never less than either side, never more than their sum
+    for k, R, c, t0 in [(1, 0, 1e-6, 0), (5, 1e-3, 1e-5, 1e-6), (40, 1e-6, 3e-6, 5e-6)]:
+        r = fusion.stream_time(k, R, c, t0)
+        assert max(k * c, k * t0 + R) == pytest.approx(r["time_s"]) and r["time_s"] <= k * c + k * t0 + R
+
+
+def test_the_max_model_against_an_h200_host():
+    """The measured launch figures of roofkit's H200 dataset: the CPU's launch, a kernel inside a CUDA graph,
+    and a long stream of tiny kernels the CPU launched. The stream runs at the slower side's pace; adding the
+    two would be off by the whole GPU time."""
+    from roofkit.measure import layers
+
+    launch = layers.load_layers().launch
+    model = fusion.stream_time(1, launch["graph_per_kernel_s"], launch["host_per_launch_s"])
+    assert model["bound"] == "cpu"
+    assert model["time_s"] == pytest.approx(launch["gpu_stream_per_kernel_s"], rel=0.02)
+    additive = launch["graph_per_kernel_s"] + launch["host_per_launch_s"]
+    assert additive / launch["gpu_stream_per_kernel_s"] > 1.1
+
+
+@pytest.mark.parametrize("args, message", [((0, 1e-6), r"^kernels must be a whole number of at least 1"),
+                                            ((2.5, 1e-6), r"^kernels must be a whole number"),
+                                            ((3, -1e-6), r"^roofline_s must be"),
+                                            ((3, 1e-6, -1), r"^launch_overhead_s must be"),
+                                            ((3, 1e-6, 1e-6, "t0"), r"^kernel_floor_s must be")])
+def test_stream_time_bad_input(args, message):
+    with pytest.raises(InvalidValue, match=message):
+        fusion.stream_time(*args)
 
 
 def test_to_dict_is_json_ready():
@@ -107,6 +153,30 @@ def test_mlp_block_bytes_counted_by_hand(tokens):
     assert r["bytes_saved"] == (2 * tokens * d + 4 * tokens * f) * b
     assert r["flops"] == 2 * (2 * tokens * d * f) + 4 * tokens * d + 4 * tokens * f
     assert (r["launches_unfused"], r["launches_fused"]) == (4, 1)
+
+
+def _swiglu_bytes_by_hand(t, d, f, b):
+    weights = d + 3 * d * f  # norm weight, W_gate, W_up, W_down
+    unfused = ((t * d + d + t * d)                       # rmsnorm: x in, y out
+               + 2 * (t * d + d * f + t * f)             # gate and up: y and a weight in, t x f out each
+               + (t * f + t * f)                         # SiLU(gate)
+               + (2 * t * f + t * f)                     # SiLU(gate) * up
+               + (t * f + f * d + t * d))                # down
+    return unfused * b, (t * d + weights + t * d) * b, weights * b
+
+
+@pytest.mark.parametrize("tokens", [1, 16, 4096])
+def test_swiglu_mlp_block_counted_by_hand(tokens):
+    # Llama 2 7B's MLP: three matrices of 4096 x 11008, six eager kernels
+    d, f, b = 4096, 11008, 2
+    r = fusion.mlp_block(tokens, d, f, bytes_per_element=b, gated=True)
+    unfused, fused, weights = _swiglu_bytes_by_hand(tokens, d, f, b)
+    assert r["unfused_bytes"] == unfused and r["fused_bytes"] == fused and r["weight_bytes"] == weights
+    assert r["weight_bytes"] == pytest.approx(270.5e6, rel=1e-3)  # not the 180 MB of two matrices
+    assert r["bytes_saved"] == (3 * tokens * d + 8 * tokens * f) * b
+    assert (r["launches_unfused"], r["launches_fused"]) == (6, 1)
+    with pytest.raises(InvalidValue, match=r"^gated must be True or False"):
+        fusion.mlp_block(tokens, d, f, gated="yes")
 
 
 def test_mlp_block_decode_vs_prefill():
@@ -274,18 +344,21 @@ def test_online_softmax_bad_input(args, message):
 
 
 @settings(max_examples=300, deadline=None)
-@given(which=st.sampled_from(["chain", "mlp_block", "amdahl", "amdahl_time_saved", "time", "online_softmax"]),
+@given(which=st.sampled_from(["chain", "mlp_block", "amdahl", "amdahl_time_saved", "time", "stream_time",
+                              "online_softmax"]),
        data=st.data())
 def test_random_inputs_raise_only_roofkit_errors(which, data):
     try:
         if which == "chain":
             fusion.chain(*data.draw(st.tuples(anything, anything, anything)))
         elif which == "mlp_block":
-            fusion.mlp_block(*data.draw(st.tuples(anything, anything, anything, anything)))
+            fusion.mlp_block(*data.draw(st.tuples(anything, anything, anything, anything, anything)))
         elif which == "online_softmax":
             fusion.online_softmax(*data.draw(st.tuples(anything, anything, anything)))
         elif which == "time":
-            fusion.chain(["gelu"], 1024).time(*data.draw(st.tuples(anything, anything, anything)))
+            fusion.chain(["gelu"], 1024).time(*data.draw(st.tuples(anything, anything, anything, anything)))
+        elif which == "stream_time":
+            fusion.stream_time(*data.draw(st.tuples(anything, anything, anything, anything)))
         else:
             getattr(fusion, which)(*data.draw(st.tuples(anything, anything)))
     except RoofkitError:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from roofkit import formulas, fusion, quiz, roofline
+from roofkit import formulas, fusion, layertime, quiz, roofline
 from roofkit.quiz import answer_key as key
 
 
@@ -39,17 +39,39 @@ def test_residual_rmsnorm_keeps_the_residual_stream():
 
 
 def test_fusion_never_changes_flops():
-    for ops in (["bias_add", "gelu"], ["residual_add", "rmsnorm"], ["bias_add", "gelu", "dropout", "residual_add"]):
+    for ops in (["bias_add", "gelu"], ["residual_add", "rmsnorm"], ["bias_add", "dropout", "residual_add"]):
         c = fusion.chain(ops, n=4096 * 4096)
         assert c.fused.flops == c.unfused.flops
-    assert fusion.chain(["bias_add", "gelu", "dropout", "residual_add"], n=4096).traffic_ratio == 3
+    # the end of GPT-2's MLP: bias, dropout, residual add: 2 + 2 + 3 = 7 tensors unfused, x and r in, y out fused
+    assert fusion.chain(["bias_add", "dropout", "residual_add"], n=4096).traffic_ratio == pytest.approx(7 / 3)
 
 
-def test_launch_overhead_dominates_tiny_tensors_only():
-    tiny = fusion.chain(["bias_add", "gelu"], n=32768).time("h100", "bf16")
-    big = fusion.chain(["bias_add", "gelu"], n=8192 * 32768).time("h100", "bf16")
-    assert 2 * tiny["launch_overhead_s"] / tiny["unfused_s"] > 0.95
-    assert 2 * big["launch_overhead_s"] / big["unfused_s"] < 0.05
+def test_fixed_costs_dominate_tiny_tensors_only():
+    t0 = layertime.default_calibration().floor_s
+    tiny = fusion.chain(["bias_add", "gelu"], n=32768).time("h100", "bf16", kernel_floor_s=t0)
+    big = fusion.chain(["bias_add", "gelu"], n=8192 * 32768).time("h100", "bf16", kernel_floor_s=t0)
+    # a decode-sized tensor: the memory time is tens of ns, the time is all fixed costs, and fusion halves it
+    assert tiny["unfused_gpu_s"] == pytest.approx(2 * t0, rel=0.02) and tiny["speedup"] == pytest.approx(2, rel=1e-3)
+    # He's host (3.6 µs per launch) is faster than the GPU's floor; the H200's host (8.3 µs) slower
+    assert tiny["unfused_bound"] == "gpu"
+    slow = fusion.chain(["bias_add", "gelu"], n=32768).time("h100", "bf16", 8.28e-6, kernel_floor_s=t0)
+    assert slow["unfused_bound"] == "cpu" and slow["speedup"] == pytest.approx(2)
+    # a prefill-sized tensor: the fixed costs are under 2% of the time
+    assert 2 * t0 / big["unfused_s"] < 0.02 and big["unfused_bound"] == "gpu"
+
+
+def test_launches_hide_behind_a_decode_layer_on_the_h200():
+    """Lesson 09, section 4: the max model against the measured H200 layer (eager and CUDA graph)."""
+    from roofkit.measure import layers
+
+    data = layers.load_layers()
+    case = next(c for c in data.cases if c.decode and c.batch == 1 and c.model == "llama-2-7b")
+    gpu = layertime.predict(case.model, 1, 1, case.kv_seq, "h200", calibrated=True)
+    layer = fusion.stream_time(gpu.kernels, gpu.time_s, data.launch["host_per_launch_s"])
+    assert layer["bound"] == "gpu" and layer["cpu_s"] < 0.7 * layer["gpu_s"]
+    assert layer["time_s"] == pytest.approx(case.layer_s, rel=0.05)
+    assert case.layer_graph_s == pytest.approx(case.layer_s, rel=0.05)  # a CUDA graph gains nothing here
+    assert (layer["cpu_s"] + layer["gpu_s"]) / case.layer_s > 1.4  # the additive model: far too slow
 
 
 # --- seed 003: exercise 3 (decoder layer) and exercise 5 (fused MLP) ---------------------
@@ -61,9 +83,37 @@ def test_decoder_layer_kernel_counts():
     assert len(fusion.FUSED_DECODER_LAYER_KERNELS) == 5
     replaced = [k for group in fusion.fusion_groups().values() for k in group]
     assert sorted(replaced) == sorted(fusion.DECODER_LAYER_KERNELS)  # every kernel fused exactly once
-    assert key("l09.ex-decoder-launch-time") == pytest.approx(32 * 12 * fusion.DEFAULT_LAUNCH_OVERHEAD_S)
-    assert quiz.judge(quiz.get("l09.ex-decoder-launch-time"), "1.92 ms").correct
-    assert quiz.judge(quiz.get("l09.ex-decoder-launch-time"), "60 us").misconception == "one-layer-only"
+
+
+def _decode_layer_s(kv_seq, hw="h100"):
+    ops = formulas.transformer_layer_ops(1, 1, 4096, 32, 11008, "bf16", gated=True, kv_seq=kv_seq)
+    return sum(roofline.analyze(cost, hw, "bf16").time_s for cost in ops.values())
+
+
+def test_what_fusion_saves_a_decode_step():
+    t0 = layertime.default_calibration().floor_s
+    R, c = _decode_layer_s(8192), 20e-6
+    # computed by hand: 17 launches of 20 µs (340 µs) outrun the eager GPU work (17 t0 + R);
+    # 5 launches (100 µs) hide behind the fused layer's 5 t0 + R
+    assert 17 * c > 17 * t0 + R and 5 * c < 5 * t0 + R
+    assert key("l09.ex-decoder-launch-time") == pytest.approx(32 * (17 * c - (5 * t0 + R)))
+    # with He's 3.6 µs per launch both layers are GPU-bound, and fusion saves 12 floors per layer
+    assert key("l09.ex-decoder-launch-time", cpu_us=3.0) == pytest.approx(32 * 12 * t0)
+    ms = key("l09.ex-decoder-launch-time") * 1e3
+    assert quiz.judge(quiz.get("l09.ex-decoder-launch-time"), f"{ms:.3g} ms").correct
+    # the additive model's answers, the old key among them, are named
+    assert wrong_name("l09.ex-decoder-launch-time", 32 * 12 * c) == "launches-only"
+    assert wrong_name("l09.ex-decoder-launch-time", 32 * 12 * (c + t0)) == "launches-added"
+    assert wrong_name("l09.ex-decoder-launch-time", 32 * 12 * t0) == "floors-only"
+    assert wrong_name("l09.ex-decoder-launch-time", ms / 32 * 1e-3) == "one-layer-only"
+    # section 4 prints one layer at 4,096 cached tokens with He's launch cost: not this question's numbers
+    assert key("l09.ex-decoder-launch-time") != pytest.approx(12 * t0, rel=0.5)
+
+
+def wrong_name(question_id, answer):
+    verdict = quiz.judge(quiz.get(question_id), answer)
+    assert verdict.correct is False
+    return verdict.misconception
 
 
 def test_mlp_fusion_saving_depends_on_tokens():
@@ -74,6 +124,12 @@ def test_mlp_fusion_saving_depends_on_tokens():
     decode = fusion.mlp_block(1, d, f, b)
     assert decode["traffic_ratio"] < 1.001  # weights dominate at decode
     assert fusion.mlp_block(t, d, f, b)["traffic_ratio"] > 2.5  # activations dominate at prefill
+    # section 6's table is Llama 2 7B's gated MLP (three matrices, 270 MB of weights): another answer
+    gated = fusion.mlp_block(t, d, f, b, gated=True)
+    assert gated["weight_bytes"] == pytest.approx(3 * d * f * b, rel=1e-3)
+    assert gated["bytes_saved"] == pytest.approx(822.1e6, rel=1e-3)
+    assert wrong_name("l09.ex-mlp-saved-bytes", gated["bytes_saved"]) == "gated-mlp"
+    assert not math.isclose(key("l09.ex-mlp-saved-bytes"), gated["bytes_saved"], rel_tol=0.2)
 
 
 # --- seed 000, practice problem 1 -----------------------------------------------------------
@@ -159,3 +215,17 @@ def test_flash_speedup_is_time_not_traffic():
     speedup = key("l09.ex-flash-speedup")
     assert 4 < speedup < 5.5
     assert misconception("l09.ex-flash-speedup", "traffic-ratio") == pytest.approx(65, rel=0.01)
+
+
+def test_the_memory_bound_half_is_mostly_naive_attention():
+    # section 7: Llama 2 7B at prefill (s = 4096) with naive attention on the H100; the issue's 41.6 and 5.7 points
+    ops = formulas.transformer_layer_ops(1, 4096, 4096, 32, 11008, "bf16", gated=True, fused_attention=False)
+    placed = {name: roofline.analyze(cost, "h100", "bf16") for name, cost in ops.items()}
+    total = sum(p.time_s for p in placed.values())
+    memory = {n: p.time_s / total for n, p in placed.items() if p.bound == "memory"}
+    attention = sum(v for n, v in memory.items() if n.startswith("attn."))
+    assert sum(memory.values()) == pytest.approx(0.473, abs=0.001)
+    assert attention == pytest.approx(0.416, abs=0.001)
+    assert sum(memory.values()) - attention == pytest.approx(0.057, abs=0.001)
+    assert sorted(memory) == sorted(["norm1", "attn.qk", "attn.softmax", "attn.pv", "residual1", "norm2", "mlp.act",
+                                     "residual2"])

@@ -64,6 +64,31 @@ def test_flash_tiles_shows_the_online_softmax_state():
         plots_kernels.flash_tiles(tiles=4, row_tile=4)
 
 
+def test_flash_tiles_draws_the_row_it_is_given():
+    # lesson 09 prints the online softmax of a row and draws the same row: the labels are its running state
+    import numpy as np
+
+    scores = np.random.default_rng(0).normal(0, 3, 24)
+    state = fusion.online_softmax(scores, 6)
+    fig = plots_kernels.flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, scores=scores)
+    heights = [bar.get_height() for bar in fig.axes[1].patches]
+    assert heights == pytest.approx(list(scores))
+    labels = [t.get_text() for t in fig.axes[1].texts]
+    assert labels == [f"m = {m:.2f}\nℓ = {l:.3g}" for m, l in zip(state.maxima, state.sums)]
+    with pytest.raises(InvalidValue, match=r"scores must be one row of 4 blocks x 6 = 24 scores"):
+        plots_kernels.flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, scores=scores[:20])
+
+
+def test_launch_overhead_draws_the_max_of_cpu_and_gpu():
+    fig = plots_kernels.launch_overhead(["bias_add", "gelu"], "h100", "bf16", sizes=(1e2, 1e10),
+                                        launch_overhead_s=4e-6, kernel_floor_s=6e-6)
+    (x, unfused), (_, fused) = (line.get_data() for line in fig.axes[0].lines[:2])
+    assert unfused[0] == pytest.approx(2 * 6e-6, rel=1e-3)  # a tiny tensor: two floors, the CPU hidden
+    assert fused[0] == pytest.approx(6e-6, rel=1e-3)
+    chain = fusion.chain(["bias_add", "gelu"], n=x[-1], bytes_per_element="bf16")
+    assert unfused[-1] == pytest.approx(chain.time("h100", "bf16", 4e-6, 6e-6)["unfused_s"])
+
+
 def test_amdahl_marks_the_example():
     fig = plots_kernels.amdahl(shares=(0.1,), mark=(0.1, 2))
     x, y = fig.axes[0].lines[-1].get_data()

@@ -75,6 +75,73 @@ def test_attention_term_matches_pytorch_flop_counter():
     assert (per_token - training.flops_per_token(N)) * T == counter.get_total_flops()
 
 
+def test_flashattention_recomputes_the_scores_in_its_backward_pass():
+    """The FlashAttention repository's benchmark (benchmarks/benchmark_flash_attention.py) counts a forward pass
+    as 4·s²·H·Q FLOPs (halved when causal), the backward as 2.5 times it: 3.5 forwards in all, against the 3 of
+    PaLM's count. Per token: 14·L·H·Q·T, or half of it causal."""
+    N, L, H, Q, T = 1e9, 24, 16, 128, 4096
+    forward_per_token = 4 * T * H * Q * L  # 4 s^2 H Q per sequence of s = T tokens, per layer
+    flash = training.flops_per_token(N, L, H, Q, T, recompute_scores=True) - 6 * N
+    assert flash == pytest.approx(3.5 * forward_per_token)
+    assert training.flops_per_token(N, L, H, Q, T) - 6 * N == pytest.approx(3 * forward_per_token)
+    causal = training.flops_per_token(N, L, H, Q, T, causal=True, recompute_scores=True) - 6 * N
+    assert causal == pytest.approx(3.5 * forward_per_token / 2, rel=1 / T)  # the benchmark halves; we count T + 1
+    with pytest.raises(InvalidValue, match=r"^recompute_scores must be True or False"):
+        training.flops_per_token(N, L, H, Q, T, recompute_scores=1)
+
+
+def test_flashattention_backward_counted_by_running_it():
+    """An independent oracle: FlashAttention-2's forward and backward passes (Dao 2023, algorithms 1 and 2)
+    written with numpy, block by block, counting the FLOPs of every matrix product. The gradients match the
+    textbook backward of softmax(Q K^T) V; the products add up to 14 s^2 Q per head, 14·L·H·Q·T per token."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    s, Q, block = 64, 16, 16
+    q, k, v, d_o = (rng.normal(size=(s, Q)) for _ in range(4))
+    flops = [0]
+
+    def mm(a, b):
+        flops[0] += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        return a @ b
+
+    blocks = [slice(i, i + block) for i in range(0, s, block)]
+    # forward (algorithm 1): online softmax per query block; keep O and the row log-sum-exp, not P
+    o, lse = np.zeros((s, Q)), np.zeros(s)
+    for i in blocks:
+        m, l, acc = np.full(block, -np.inf), np.zeros(block), np.zeros((block, Q))
+        for j in blocks:
+            scores = mm(q[i], k[j].T)
+            m_new = np.maximum(m, scores.max(axis=1))
+            p = np.exp(scores - m_new[:, None])
+            scale = np.exp(m - m_new)
+            l, acc, m = l * scale + p.sum(axis=1), acc * scale[:, None] + mm(p, v[j]), m_new
+        o[i], lse[i] = acc / l[:, None], m + np.log(l)
+    forward = flops[0]
+    # backward (algorithm 2): recompute S = Q K^T block by block from Q, K and the log-sum-exp
+    dq, dk, dv = np.zeros((s, Q)), np.zeros((s, Q)), np.zeros((s, Q))
+    D = (d_o * o).sum(axis=1)
+    for j in blocks:
+        for i in blocks:
+            p = np.exp(mm(q[i], k[j].T) - lse[i][:, None])
+            dv[j] += mm(p.T, d_o[i])
+            dp = mm(d_o[i], v[j].T)
+            ds = p * (dp - D[i][:, None])
+            dq[i] += mm(ds, k[j])
+            dk[j] += mm(ds.T, q[i])
+    # the textbook backward of O = softmax(Q K^T) V
+    P = np.exp(q @ k.T - (q @ k.T).max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    dP = d_o @ v.T
+    dS = P * (dP - (dP * P).sum(axis=1, keepdims=True))
+    assert np.allclose(o, P @ v) and np.allclose(dv, P.T @ d_o) and np.allclose(dq, dS @ k) and np.allclose(dk, dS.T @ q)
+    assert forward == 4 * s * s * Q and flops[0] == 14 * s * s * Q
+    # per token of one layer with one head: what flops_per_token adds to 6N
+    N = 1000
+    assert training.flops_per_token(N, 1, 1, Q, s, recompute_scores=True) - 6 * N == flops[0] / s
+    assert training.flops_per_token(N, 1, 1, Q, s) - 6 * N == (flops[0] - 2 * s * s * Q) / s  # PaLM: no recompute
+
+
 def test_flops_per_token_palm_appendix_b():
     # nanoGPT's GPT-2 (124M): L=12, H=12, Q=64, T=1024; its estimate_mfu uses 6N + 12LHQT
     N = 124e6

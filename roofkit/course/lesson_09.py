@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .. import formulas, fusion, roofline
+from .. import formulas, fusion, layertime, roofline
 from ..quiz import Misconception, Question, register
 
 _US = 1e-6  # seconds per microsecond
@@ -38,8 +38,53 @@ def _tiled(rows, head_dim, seq, dtype):
     return formulas.attention_fused(1, 1, seq, head_dim, dtype, on_chip_bytes=on_chip)
 
 
-def _removed_launches(layers):
-    return layers * (len(fusion.DECODER_LAYER_KERNELS) - len(fusion.FUSED_DECODER_LAYER_KERNELS))
+# the decode layer of lesson 09's section 4 and exercise 1: Llama 2 7B's shape, SwiGLU, one token per step
+_DECODE_SHAPE = {"d_model": 4096, "n_heads": 32, "d_ff": 11008}
+
+
+def _decode_stream(kernels, kv_seq, cpu_us, hw, floor=True):
+    """fusion.stream_time of one decode layer (batch 1, BF16) run as ``kernels`` kernels, on ``hw``.
+
+    The layer's roofline time is that of its ops (transformer_layer_ops): at one token fusion
+    leaves its bytes practically unchanged, so eager and fused layers share it. The GPU's
+    per-kernel floor is lesson 11's (layertime.default_calibration); ``floor=False`` drops it.
+    """
+    ops = formulas.transformer_layer_ops(1, 1, _DECODE_SHAPE["d_model"], _DECODE_SHAPE["n_heads"],
+                                         _DECODE_SHAPE["d_ff"], "bf16", gated=True, kv_seq=kv_seq)
+    roofline_s = sum(roofline.analyze(cost, hw, "bf16").time_s for cost in ops.values())
+    t0 = layertime.default_calibration().floor_s if floor else 0.0
+    return fusion.stream_time(kernels, roofline_s, cpu_us * _US, t0)
+
+
+_EAGER, _FUSED = len(fusion.DECODER_LAYER_KERNELS), len(fusion.FUSED_DECODER_LAYER_KERNELS)
+
+
+def _fusion_saves(layers, kv_seq, cpu_us, hw):
+    """Seconds per decode step that fusion (17 -> 5 kernels per layer) saves: each layer max(CPU, GPU)."""
+    return layers * (_decode_stream(_EAGER, kv_seq, cpu_us, hw)["time_s"]
+                     - _decode_stream(_FUSED, kv_seq, cpu_us, hw)["time_s"])
+
+
+def _bounds(kv_seq, cpu_us, hw):
+    """('cpu' or 'gpu', 'cpu' or 'gpu'): what sets the pace of the eager and of the fused layer."""
+    return (_decode_stream(_EAGER, kv_seq, cpu_us, hw)["bound"], _decode_stream(_FUSED, kv_seq, cpu_us, hw)["bound"])
+
+
+def _launches_only(layers, kv_seq, cpu_us, hw):
+    """The additive model's old answer, the removed launches times their CPU cost; right only when both are CPU-bound."""
+    value = layers * (_EAGER - _FUSED) * cpu_us * _US
+    return None if _bounds(kv_seq, cpu_us, hw) == ("cpu", "cpu") else value
+
+
+def _floors_only(layers, kv_seq, cpu_us, hw):
+    """The removed kernels times the GPU's floor; right only when both layers are GPU-bound."""
+    value = layers * (_EAGER - _FUSED) * layertime.default_calibration().floor_s
+    return None if _bounds(kv_seq, cpu_us, hw) == ("gpu", "gpu") else value
+
+
+def _added(layers, kv_seq, cpu_us, hw):
+    """CPU and GPU costs added, as if the CPU waited for each kernel: the removed kernels' launch plus floor."""
+    return layers * (_EAGER - _FUSED) * (cpu_us * _US + layertime.default_calibration().floor_s)
 
 
 def _attention_times(batch, heads, seq, head_dim, hw, dtype):
@@ -195,28 +240,44 @@ register(
         id="l09.ex-decoder-launch-time",
         lesson="09",
         kind="numeric",
-        prompt=("Launch time: a {layers}-layer model runs each layer as the kernels of "
-                "fusion.DECODER_LAYER_KERNELS; fused, as those of fusion.FUSED_DECODER_LAYER_KERNELS. At "
-                "{overhead_us:g} µs of launch overhead per kernel, how much time per forward pass do the launches "
-                "that fusion removes cost?"),
-        params={"layers": 32, "overhead_us": fusion.DEFAULT_LAUNCH_OVERHEAD_S / _US},
-        variants={"layers": (24, 28, 48, 60, 80), "overhead_us": (3.0, 4.0, 5.0, 8.0)},
-        key=lambda layers, overhead_us: _removed_launches(layers) * overhead_us * _US,
+        prompt=("A {layers}-layer model with section 4's layer (d_model 4096, 32 heads, d_ff 11008, SwiGLU, BF16) "
+                "decodes one token at batch 1, against a KV cache of {kv_seq:,} tokens, on the {hw}. Each layer runs "
+                "either as the kernels of fusion.DECODER_LAYER_KERNELS or, fused, as those of "
+                "fusion.FUSED_DECODER_LAYER_KERNELS. At one token fusion leaves the bytes practically unchanged: "
+                "take the layer's roofline time from formulas.transformer_layer_ops for both. Each kernel pays "
+                "section 4's per-kernel floor t0 (lesson 11's fit) on the GPU; the host spends {cpu_us:g} µs issuing each launch "
+                "(Python between the ops), asynchronously. How much time per decode step does fusion save?"),
+        params={"layers": 32, "kv_seq": 8192, "cpu_us": 20.0, "hw": "h100"},
+        # never section 4's numbers (4,096 cached tokens, He's 3.6 µs per launch, one layer): its table prints them
+        variants={"layers": (40, 48, 80), "kv_seq": (2048, 32768), "cpu_us": (3.0, 12.0, 30.0),
+                  "hw": ("h100", "h200", "a100")},
+        key=_fusion_saves,
         unit="s",
         rtol=0.01,
-        hints=("Count the kernels of one layer before and after fusion: the lengths of the two lists.",
-               "Launches removed per layer, times layers, times overhead_us.",
-               "Answer with a unit, for example '... ms'."),
+        hints=("Each layer takes max(CPU issue time, GPU time): the CPU issues k launches of cpu_us each while "
+               "the GPU runs k floors t0 plus the layer's roofline time.",
+               "Work out which side is the slower for the eager layer and for the fused one: they need not be "
+               "the same.",
+               "The saving per layer is the eager layer's time minus the fused one's; a step runs every layer."),
         misconceptions=(
+            Misconception("launches-added",
+                          "That adds the CPU's launches to the GPU's work, as if the CPU waited for each kernel. "
+                          "Launches are asynchronous: the CPU issues the next kernels while the GPU runs, so a "
+                          "layer takes the larger of the two, not their sum.",
+                          answer=_added),
+            Misconception("launches-only",
+                          "That counts only the launches fusion removes, as if the GPU waited for every one. It "
+                          "does only while the CPU is the slower side; once the fused layer's GPU work takes "
+                          "longer than its launches, the launches hide behind it.",
+                          answer=_launches_only),
+            Misconception("floors-only",
+                          "That counts only the GPU's floors of the removed kernels. It holds while the GPU is the "
+                          "slower side of both layers; here the CPU's launches set the pace of at least one.",
+                          answer=_floors_only),
             Misconception("one-layer-only",
-                          "That is one layer's saving. A forward pass runs every layer: multiply by the number "
-                          "of layers.",
-                          answer=lambda layers, overhead_us: _removed_launches(1) * overhead_us * _US),
-            Misconception("all-launches",
-                          "That is the overhead of every unfused launch. The question asks for the launches "
-                          "fusion removes: the fused kernels are still launched.",
-                          answer=lambda layers, overhead_us:
-                          layers * len(fusion.DECODER_LAYER_KERNELS) * overhead_us * _US),
+                          "That is one layer's saving. A decode step runs every layer: multiply by the number of "
+                          "layers.",
+                          answer=lambda layers, kv_seq, cpu_us, hw: _fusion_saves(1, kv_seq, cpu_us, hw)),
         ),
         points=2,
     ),
@@ -224,9 +285,10 @@ register(
         id="l09.ex-mlp-saved-bytes",
         lesson="09",
         kind="numeric",
-        prompt=("RMSNorm -> Linear (d -> f) -> SiLU -> Linear (f -> d) on {tokens} tokens, "
-                "d = {d_model}, f = {d_ff}, in {dtype}. Under the ideal traffic model, how many HBM bytes does one "
-                "fused kernel save compared with four separate kernels?"),
+        prompt=("RMSNorm -> Linear (d -> f) -> SiLU -> Linear (f -> d), the two-matrix chain of section 6's "
+                "symbols (not a gated MLP), on {tokens} tokens, d = {d_model}, f = {d_ff}, in {dtype}. Under the "
+                "ideal traffic model, how many HBM bytes does one fused kernel save compared with four separate "
+                "kernels?"),
         params={"tokens": 4096, "d_model": 4096, "d_ff": 11008, "dtype": "bf16"},
         variants={"tokens": (512, 1024, 8192, 16384, 32768)},
         key=lambda tokens, d_model, d_ff, dtype: fusion.mlp_block(tokens, d_model, d_ff, dtype)["bytes_saved"],
@@ -247,6 +309,11 @@ register(
                           "unfused traffic.",
                           answer=lambda tokens, d_model, d_ff, dtype:
                           fusion.mlp_block(tokens, d_model, d_ff, dtype)["fused_bytes"]),
+            Misconception("gated-mlp",
+                          "That is the gated (SwiGLU) MLP of section 6's table, with a third matrix and six "
+                          "kernels. This chain has two matrices and four kernels: count its own round trips.",
+                          answer=lambda tokens, d_model, d_ff, dtype:
+                          fusion.mlp_block(tokens, d_model, d_ff, dtype, gated=True)["bytes_saved"]),
         ),
         points=2,
     ),
