@@ -18,6 +18,7 @@ from roofkit.errors import InvalidValue
 
 from helpers import scratch_hardware_catalog
 from roofkit.measure import gpu, kernels, stream, system
+from roofkit.measure import layers as layers_module
 
 # Every size scaled from a pretend 256 KiB cache: the whole run takes a second or two.
 TINY = measure.Settings(matmul_sizes=(64, 128), rounds=2, budget_s=0.5, places=("LLC", "DRAM"), max_gemm=128)
@@ -568,6 +569,11 @@ def test_measured_layers_calibrate_the_layer_model(fake_cuda, tmp_path, scratch_
     path = profile.save(tmp_path / "mine.json")
     cal = layertime.calibrate(path)
     assert cal.device == "NVIDIA H200" and cal.catalog == "h200" and cal.cases == len(profile.gpu["layers"]["cases"])
+    # attention's own rate, from the large causal attention timed alone on this (fake) GPU, not the catalog's H200
+    attention = profile.gpu["layers"]["attention"]
+    assert attention["flops"] == formulas.attention_fused(*layers_module.ATTENTION_SHAPE, 2, causal=True).flops
+    assert cal.attention_peak("bf16") == pytest.approx(attention["flops"] / attention["time_s"])
+    assert cal.attention_peak("bf16") != hardware.get("h200").attention_peak("bf16")
     assert cal.floor_s == pytest.approx(FakeGPU.FLOOR, rel=0.05)
     for case in layertime.compare(path):
         assert case["calibrated_ratio"] == pytest.approx(1, abs=0.03), case["label"]
