@@ -162,6 +162,24 @@ def test_a_gpu_without_an_attention_rate_says_so_only_where_it_matters():
     assert not any("attention rate" in n for n in decode.notes)  # memory-bound: its rate does not matter
 
 
+def test_a_catalog_entry_may_publish_an_attention_rate():
+    from helpers import scratch_hardware_catalog
+
+    entry = {"name": "Lab GPU", "source": "datasheet", "peak_tflops": {"bf16": 100}, "bandwidth_tb_s": 1,
+             "achievable_tflops": {"bf16": 80}, "achievable_bandwidth_tb_s": 0.9, "achievable_source": "sweep",
+             "achievable_attention_tflops": {"bf16": 50}, "achievable_attention_source": "an SDPA timed alone"}
+    with scratch_hardware_catalog():
+        lab = hardware.register(entry, key="lab-gpu")
+        assert lab.attention_peak("bf16") == 50e12 and lab.has_achievable("attention.bf16")
+        assert lab.source("achievable_attention.bf16") == "an SDPA timed alone"
+        assert lab.to_dict()["achievable_attention_flops"] == {"bf16": 50e12}
+        t = layertime.predict("llama-3-8b", 1, 4096, hw="lab-gpu", calibrated=True)
+        assert t.attention_flops == 50e12 and not any("attention rate" in n for n in t.notes)
+        for bad in ({"achievable_attention_tflops": 50}, {"achievable_attention_tflops": {"bf16": -1}}):
+            with pytest.raises(InvalidValue, match="achievable_attention_tflops"):
+                hardware.register(entry | bad, key="bad-gpu")
+
+
 def test_a_dataset_brings_its_own_attention_rate():
     doc = layers.shipped("layers.json") | {"attention": {"label": "x", "dtype": "bf16", "flops": 4e11,
                                                           "time_s": 1e-3}}
