@@ -111,7 +111,7 @@ def test_the_catalog_s_attention_rate_is_the_shipped_h200_s_largest_attention():
     h200 = hardware.get("h200")
     assert h200.attention_peak("bf16") == pytest.approx(measured, rel=1e-3)
     assert "layers.json" in h200.source("achievable_attention.bf16")
-    # FlashAttention-3 (Shah et al. 2024): FlashAttention-2 at about 35% of an H100's BF16 peak, FlashAttention-3
+    # FlashAttention-3 (Shah et al. 2024): FlashAttention-2 at about 35% of an H100's 16-bit peak, FlashAttention-3
     # up to 75%; PyTorch's SDPA on the H200 lies between, and well below the best matmul
     assert 0.35 * h200.peak("bf16") < measured < 0.75 * h200.peak("bf16")
     assert measured < 0.7 * h200.peak("bf16", achievable=True)
