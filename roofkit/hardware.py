@@ -101,6 +101,7 @@ class Accelerator:
     clocks: dict[str, float] = field(default_factory=dict)  # name ('boost', 'tensor', ...) -> Hz
     tensor_cores_per_unit: int | None = None
     tensor_fma_per_clock: dict[str, float] = field(default_factory=dict)  # precision -> dense FMAs per tensor core per clock
+    achievable_attention_flops: dict[str, float] = field(default_factory=dict)  # precision -> best fused attention FLOP/s
 
     def peak(self, precision: str, achievable: bool = False) -> float:
         """Dense peak FLOP/s in ``precision``; UnsupportedPrecision if the chip lacks it.
@@ -124,6 +125,18 @@ class Accelerator:
                 raise NoAchievableFigure(self.name, "memory bandwidth", self._achievable_list())
             return self.achievable_bandwidth
         return self.bandwidth
+
+    def attention_peak(self, precision: str) -> float:
+        """The best rate measured for a fused (FlashAttention-style) attention kernel, FLOP/s.
+
+        Attention does not reach the matmul's achievable rate: its softmax, masking and
+        synchronization sit between its two matrix products. NoAchievableFigure where
+        none is published (then :meth:`peak` ``(achievable=True)`` is the optimistic stand-in).
+        """
+        key = dtypes.canonical(precision)
+        if key not in self.achievable_attention_flops:
+            raise NoAchievableFigure(self.name, f"{key} attention FLOP/s", self._achievable_list())
+        return self.achievable_attention_flops[key]
 
     def ridge(self, precision: str, achievable: bool = False) -> float:
         """The ridge point (FLOP/byte) in ``precision``: peak / bandwidth (both achievable, or both datasheet)."""
@@ -154,14 +167,18 @@ class Accelerator:
         return self.compute_units * self.tensor_cores_per_unit * self.tensor_fma_per_clock[key] * FLOPS_PER_FMA * clock
 
     def has_achievable(self, figure: str) -> bool:
-        """Whether the catalog holds an achievable figure: a precision ("bf16") or "bandwidth"."""
+        """Whether the catalog holds an achievable figure: a precision ("bf16"), "bandwidth", or an
+        attention rate ("attention.bf16")."""
         if figure == "bandwidth":
             return self.achievable_bandwidth is not None
+        if figure.startswith("attention."):
+            return dtypes.canonical(figure.split(".", 1)[1]) in self.achievable_attention_flops
         return dtypes.canonical(figure) in self.achievable_flops
 
     def _achievable_list(self) -> list[str]:
         return [*(f"{p} matmul FLOP/s" for p in self.achievable_flops),
-                *(["memory bandwidth"] if self.achievable_bandwidth is not None else [])]
+                *(["memory bandwidth"] if self.achievable_bandwidth is not None else []),
+                *(f"{p} attention FLOP/s" for p in self.achievable_attention_flops)]
 
     @property
     def capacity_bytes(self) -> float | None:
@@ -216,6 +233,7 @@ class Accelerator:
             "clocks_hz": dict(self.clocks),
             "tensor_cores_per_unit": self.tensor_cores_per_unit,
             "tensor_fma_per_clock": dict(self.tensor_fma_per_clock),
+            "achievable_attention_flops": dict(self.achievable_attention_flops),
         }
 
 
@@ -245,7 +263,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
     where = f"accelerator {key!r}"
     known = {"name", "vendor", "aliases", "source", "sources", "peak_tflops", "notes",
              "compute_units", "compute_unit_name", "memory_type", "achievable_tflops", "achievable_bandwidth_tb_s",
-             "achievable_source", "clocks_mhz", "tensor_cores_per_unit", "tensor_fma_per_clock", *_SCALED}
+             "achievable_source", "achievable_attention_tflops", "achievable_attention_source", "clocks_mhz", "tensor_cores_per_unit", "tensor_fma_per_clock", *_SCALED}
     check_table(where, table, known)
     _check_types(where, table)
     if "peak_tflops" not in table or not table["peak_tflops"]:
@@ -275,14 +293,23 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
             raise InvalidValue(f"{where}: achievable_tflops.{precision} has no datasheet peak_tflops.{precision} "
                                "beside it.")
         achievable[canonical] = positive(tflops, f"{where}: achievable_tflops.{precision}") * 1e12
+    attention = {}
+    if not isinstance(table.get("achievable_attention_tflops", {}), dict):
+        raise InvalidValue(f"{where}: achievable_attention_tflops must be a table, e.g. {{ bf16 = 499 }}.")
+    for precision, tflops in table.get("achievable_attention_tflops", {}).items():
+        attention[dtypes.canonical(precision)] = positive(
+            tflops, f"{where}: achievable_attention_tflops.{precision}") * 1e12
     achievable_bw = table.get("achievable_bandwidth_tb_s")
     if achievable_bw is not None:
         achievable_bw = positive(achievable_bw, f"{where}: achievable_bandwidth_tb_s") * 1e12
-    if achievable or achievable_bw is not None:
+    if achievable or achievable_bw is not None or attention:
         if "achievable_source" not in table:
             raise InvalidValue(f"{where}: achievable figures need an achievable_source (who measured them).")
-        for figure in [*(f"achievable.{p}" for p in achievable), *(["achievable_bandwidth"] if achievable_bw else [])]:
+        for figure in [*(f"achievable.{p}" for p in achievable), *(["achievable_bandwidth"] if achievable_bw else []),
+                       *(f"achievable_attention.{p}" for p in attention)]:
             cited[figure] = cite(table["achievable_source"])
+        for p in attention:  # measured apart from the matmul sweep, it may name its own source
+            cited[f"achievable_attention.{p}"] = cite(table.get("achievable_attention_source", table["achievable_source"]))
     for figure, source_id in table.get("sources", {}).items():
         attr = _SCALED.get(figure, (figure, 1))[0]
         cited[attr] = cite(source_id)
@@ -313,6 +340,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Accelerator:
         clocks=clocks,
         tensor_cores_per_unit=int(positive(per_unit, f"{where}: tensor_cores_per_unit")) if per_unit is not None else None,
         tensor_fma_per_clock=fma,
+        achievable_attention_flops=attention,
     )
 
 

@@ -24,7 +24,7 @@ For the same layer held against a real GPU, see :mod:`roofkit.layertime` and
 
 from __future__ import annotations
 
-from . import hardware, roofline
+from . import formulas, hardware, roofline
 from .errors import InvalidValue
 
 __all__ = ["GEMMS", "FAMILY", "place", "total", "table", "dots", "rooflines", "time_bars", "decode_rate",
@@ -41,10 +41,31 @@ PARTS = (("weight GEMMs", lambda name: name in GEMMS), ("attention", lambda name
          ("memory-bound glue", lambda name: name not in GEMMS and not name.startswith("attn")))
 
 
-def place(ops, hw="h100", dtype="bf16") -> dict:
-    """Every op of a layer on one roofline: {name: :class:`~roofkit.roofline.Placement`}."""
+def place(ops, hw="h100", dtype="bf16", peak=None, bandwidth=None) -> dict:
+    """Every op of a layer on one roofline: {name: :class:`~roofkit.roofline.Placement`}.
+
+    The roofs are ``hw``'s datasheet figures, unless ``peak`` (FLOP/s in ``dtype``) or
+    ``bandwidth`` (bytes/s) replace them: for instance the achievable ones,
+
+        >>> h100 = hardware.get("h100")
+        >>> ops = {"gemm": formulas.gemm(4096, 4096, 4096, "bf16")}
+        >>> round(total(place(ops, h100, "bf16", peak=h100.peak("bf16", achievable=True))) * 1e6)
+        173
+    """
     if not isinstance(ops, dict) or not ops:
         raise InvalidValue(f"place() needs the layer's ops as a non-empty dict {{name: cost}}; got {ops!r}.")
+    if peak is not None or bandwidth is not None:
+        from dataclasses import replace
+
+        from . import dtypes
+        from .units import positive
+
+        acc = hardware.get(hw)
+        key = dtypes.canonical(dtype)
+        acc.peak(key)  # the chip must have the precision at all
+        hw = replace(acc, peak_flops={**acc.peak_flops, key: float(positive(peak, "peak")) if peak is not None
+                                      else acc.peak(key)},
+                     bandwidth=float(positive(bandwidth, "bandwidth")) if bandwidth is not None else acc.bandwidth)
     return {name: roofline.analyze(cost, hw, dtype) for name, cost in ops.items()}
 
 
@@ -103,8 +124,12 @@ def rooflines(panels, xlim=(0.01, 1e4), ylim=(1e10, 4e15), width=6.5, height=5):
         raise InvalidValue("rooflines() needs at least one panel (hw, dtype, ops, title).")
     fig = Figure(figsize=(width * len(panels), height), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    from matplotlib.ticker import NullLocator
+
     for ax, (hw, dtype, ops, title) in zip(axes, panels):
         roofline.plot(hw, dtype, kernels=_spread(dots(ops)), ax=ax, xlim=xlim, ylim=ylim, title=title)
+        for axis in (ax.xaxis, ax.yaxis):  # every decade is labelled; unlabelled minor ticks cost half the drawing
+            axis.set_minor_locator(NullLocator())
     return fig
 
 

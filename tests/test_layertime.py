@@ -6,6 +6,7 @@ cases the fit never saw), roofkit.roofline for the plain sum, a brute-force
 minimization for the fitted floor, and hand-derived byte counts.
 """
 
+import dataclasses
 import json
 import re
 
@@ -67,10 +68,13 @@ def test_eager_layers_the_fit_never_saw():
 
 
 def test_the_floor_is_the_least_squares_fit(calibration):
-    peak, bw = calibration.peak("bf16"), calibration.bandwidth
+    peak, bw, attention = calibration.peak("bf16"), calibration.bandwidth, calibration.attention_peak("bf16")
+
+    def rate(k):
+        return attention if k.kind == "attention" else peak
 
     cases = [layertime._case_kernels(c) for c in DATA.cases]
-    roof = np.array([sum(roofline.time_bounds(k.flops, k.bytes, peak, bw)[0] for k in ks) for ks in cases])
+    roof = np.array([sum(roofline.time_bounds(k.flops, k.bytes, rate(k), bw)[0] for k in ks) for ks in cases])
     count = np.array([len(ks) for ks in cases])
     measured = np.array([c.layer_s for c in DATA.cases])
     grid = np.linspace(0, 20e-6, 20001)[:, None]  # 1 ns steps
@@ -88,6 +92,104 @@ def test_calibration_roofs_are_the_catalog_s_achievable_h200(calibration):
         assert h200.peak(precision, achievable=True) == pytest.approx(rate, rel=1e-3)
     assert h200.memory_bandwidth(achievable=True) == pytest.approx(calibration.bandwidth, rel=1e-3)
     assert "h200-2026-11-30" in h200.source("achievable.bf16")
+
+
+# --- attention at its own achievable rate ---------------------------------------------------------------
+
+
+def _largest_prefill_attention():
+    case = max((c for c in DATA.cases if c.causal), key=lambda c: c.batch * c.seq * c.seq)
+    attn = next(k for k in layertime._case_kernels(case) if k.kind == "attention")
+    return case, attn
+
+
+def test_the_catalog_s_attention_rate_is_the_shipped_h200_s_largest_attention():
+    case, attn = _largest_prefill_attention()
+    assert (case.model, case.batch, case.seq) == ("llama-2-7b", 8, 2048)
+    assert (case.batch, case.H, case.seq, case.head_dim) == layers.ATTENTION_SHAPE  # what roofkit measure times
+    measured = attn.flops / case.ops_s["attn"]
+    h200 = hardware.get("h200")
+    assert h200.attention_peak("bf16") == pytest.approx(measured, rel=1e-3)
+    assert "layers.json" in h200.source("achievable_attention.bf16")
+    # FlashAttention-3 (Shah et al. 2024): FlashAttention-2 at about 35% of an H100's 16-bit peak, FlashAttention-3
+    # up to 75%; PyTorch's SDPA on the H200 lies between, and well below the best matmul
+    assert 0.35 * h200.peak("bf16") < measured < 0.75 * h200.peak("bf16")
+    assert measured < 0.7 * h200.peak("bf16", achievable=True)
+    with pytest.raises(NoAchievableFigure, match="no achievable bf16 attention FLOP/s"):
+        hardware.get("h100").attention_peak("bf16")
+
+
+def test_the_calibration_gives_attention_its_own_rate(calibration):
+    assert calibration.attention_peak("bf16") == hardware.get("h200").attention_peak("bf16")
+    assert calibration.attention_peak("fp8") == calibration.peak("fp8")  # none measured: the matmul's
+    assert "attention" in calibration.source
+    t = layertime.predict("llama-2-7b", 8, 2048, hw="h200", calibrated=True)
+    attn = next(op for op in t.ops if op.name == "attn")
+    assert attn.bound == "compute" and t.attention_flops == calibration.attention_peak("bf16")
+    assert attn.time_s == pytest.approx(calibration.floor_s + attn.flops / t.attention_flops, rel=1e-12)
+    assert not t.notes
+
+
+def test_long_prefills_are_no_longer_too_fast(calibration):
+    """Attention at the matmul's rate made the longest prefill 13% too fast; its own rate closes part of it."""
+    matmul_only = dataclasses.replace(calibration, attention_flops={})
+    matmul_only = dataclasses.replace(matmul_only, floor_s=layertime.fit_floor(
+        DATA.cases, calibration.peak("bf16"), calibration.bandwidth))
+    case, _ = _largest_prefill_attention()
+    before = layertime.predict_case(case, "h200", calibration=matmul_only).time_s / case.layer_s
+    after = layertime.predict_case(case, "h200", calibration=calibration).time_s / case.layer_s
+    assert before < 0.87 < after < 1
+    # the longer the prompt, the larger attention's share, and the more its own rate adds
+    gains = [layertime.predict("llama-3-8b", 1, s, hw="h200", calibrated=True, calibration=calibration).time_s
+             / layertime.predict("llama-3-8b", 1, s, hw="h200", calibrated=True, calibration=matmul_only).time_s
+             for s in (512, 2048, 8192, 32768)]
+    assert gains == sorted(gains) and gains[0] < 1.01 and gains[-1] > 1.2
+
+
+def test_the_attention_op_the_rate_was_not_taken_from():
+    # the batch-1 prefill of 2,048 tokens: its attention, timed alone, against t0 + F / the rate of the 8 x 2,048 one
+    case = next(c for c in DATA.cases if c.causal and c.batch == 1 and c.seq == 2048)
+    t = layertime.predict_case(case, "h200")
+    attn = next(op for op in t.ops if op.name == "attn")
+    assert abs(attn.time_s / case.ops_s["attn"] - 1) < TARGET
+
+
+def test_a_gpu_without_an_attention_rate_says_so_only_where_it_matters():
+    other = layertime.Calibration("Another GPU", {"bf16": 1e15}, 1e12, 1e-6, catalog="b200")
+    prefill = layertime.predict("llama-3-8b", 1, 8192, hw="b200", calibrated=True, calibration=other)
+    assert prefill.attention_flops is None and any("no achievable bf16 attention rate" in n for n in prefill.notes)
+    decode = layertime.predict("llama-3-8b", 1, 1, 4096, hw="b200", calibrated=True, calibration=other)
+    assert not any("attention rate" in n for n in decode.notes)  # memory-bound: its rate does not matter
+
+
+def test_a_catalog_entry_may_publish_an_attention_rate():
+    from helpers import scratch_hardware_catalog
+
+    entry = {"name": "Lab GPU", "source": "datasheet", "peak_tflops": {"bf16": 100}, "bandwidth_tb_s": 1,
+             "achievable_tflops": {"bf16": 80}, "achievable_bandwidth_tb_s": 0.9, "achievable_source": "sweep",
+             "achievable_attention_tflops": {"bf16": 50}, "achievable_attention_source": "an SDPA timed alone"}
+    with scratch_hardware_catalog():
+        lab = hardware.register(entry, key="lab-gpu")
+        assert lab.attention_peak("bf16") == 50e12 and lab.has_achievable("attention.bf16")
+        assert lab.source("achievable_attention.bf16") == "an SDPA timed alone"
+        assert lab.to_dict()["achievable_attention_flops"] == {"bf16": 50e12}
+        t = layertime.predict("llama-3-8b", 1, 4096, hw="lab-gpu", calibrated=True)
+        assert t.attention_flops == 50e12 and not any("attention rate" in n for n in t.notes)
+        for bad in ({"achievable_attention_tflops": 50}, {"achievable_attention_tflops": {"bf16": -1}}):
+            with pytest.raises(InvalidValue, match="achievable_attention_tflops"):
+                hardware.register(entry | bad, key="bad-gpu")
+
+
+def test_a_dataset_brings_its_own_attention_rate():
+    doc = layers.shipped("layers.json") | {"attention": {"label": "x", "dtype": "bf16", "flops": 4e11,
+                                                          "time_s": 1e-3}}
+    rate, where = layertime.attention_rate(doc)
+    assert rate == {"bf16": pytest.approx(4e14)} and "timed alone" in where
+    assert layertime.calibrate(doc).attention_peak("bf16") == pytest.approx(4e14)
+    with pytest.raises(InvalidValue, match="attention must hold flops and time_s"):
+        layers.load_layers(doc | {"attention": {"flops": 4e11, "time_s": 0}})
+    bare = layers.shipped("layers.json") | {"device": "Some GPU"}
+    assert layertime.attention_rate(bare, hw="b200")[0] == {}  # nothing measured, nothing published
 
 
 def test_decode_gemms_need_no_bandwidth_of_their_own():

@@ -25,6 +25,24 @@ def test_place_is_analyze_op_by_op_and_total_adds_the_lower_bounds():
     assert layerview.total(placed, ()) == 0
 
 
+def test_place_at_other_roofs_is_analyze_on_those_roofs():
+    h100 = roofkit.hw("h100")
+    achievable = h100.peak("bf16", achievable=True)
+    placed = layerview.place(PREFILL, "h100", "bf16", peak=achievable)
+    for name, cost in PREFILL.items():
+        by_hand = roofline.time_bounds(cost.flops, cost.bytes, achievable, h100.bandwidth)[0]
+        assert placed[name].time_s == pytest.approx(by_hand, rel=1e-12)
+    # the compute-bound GEMMs slow down by the peaks' ratio, the memory-bound ops not at all
+    datasheet = layerview.place(PREFILL, "h100", "bf16")
+    assert placed["mlp.up"].time_s / datasheet["mlp.up"].time_s == pytest.approx(h100.peak("bf16") / achievable)
+    assert placed["residual1"].time_s == datasheet["residual1"].time_s
+    slow = layerview.place(PREFILL, "h100", "bf16", bandwidth=h100.bandwidth / 2)
+    assert slow["residual1"].time_s == pytest.approx(2 * datasheet["residual1"].time_s)
+    assert roofkit.hw("h100").peak("bf16") == 989e12  # the catalog entry is left as it was
+    with pytest.raises(InvalidValue, match="peak must be"):
+        layerview.place(PREFILL, "h100", "bf16", peak=0)
+
+
 def test_table_has_one_row_per_op_and_shares_that_add_to_one():
     placed = layerview.place(PREFILL, "h100", "bf16")
     rows = layerview.table(placed).splitlines()

@@ -68,7 +68,13 @@ def test_prediction_error_is_measured_over_predicted():
 def test_fusion_chain_bytes_and_speedup():
     assert key("l12.fusion-bytes", n=1) == 10 * 4  # 2 + 2 + 3 + 3 arrays of FP32
     assert judge("l12.fusion-bytes", 4 * 4 * 2**25).misconception == "fused"
-    assert key("l12.ex-fusion-speedup") == pytest.approx(10 / 4)  # memory-bound: the traffic ratio
+    # every pass memory-bound: the speed-up is the traffic ratio, 10 arrays over 4 (the lesson prints it)
+    assert key("l12.ex-fusion-speedup", peak_gflops=200, bandwidth_gbs=20) == pytest.approx(10 / 4)
+    # the exercise's machine (B = 100 GB/s, P = 20 GFLOP/s, ridge 0.2): the fused pass, 4 FLOPs per 16 bytes,
+    # is compute-bound (4 / 20e9 s per element); numpy's passes are not: 8, 8, 12, 12 bytes at 100 GB/s
+    by_hand = (8 + 8 + 12 + 12) / 100e9 / (4 / 20e9)
+    assert key("l12.ex-fusion-speedup") == pytest.approx(by_hand) == pytest.approx(2.0)
+    assert judge("l12.ex-fusion-speedup", 2.5).misconception == "traffic-ratio"
     # a machine so slow at arithmetic that every pass is compute-bound: fusion saves nothing
     assert key("l12.ex-fusion-speedup", peak_gflops=1e-3, bandwidth_gbs=1000) == pytest.approx(1)
     assert judge("l12.ex-fusion-speedup", 4).misconception == "launches"
@@ -84,11 +90,19 @@ def test_where_a_working_set_lives():
     assert judge("l12.ex-where", "DRAM").misconception == "bigger-is-enough"
 
 
-def test_numpy_softmax_moves_four_times_the_ideal_traffic():
-    assert key("l12.ex-softmax-traffic") == 4
-    assert key("l12.ex-softmax-traffic", rows=1, cols=7) == 4  # independent of the shape
+def test_numpy_softmax_traffic_with_and_without_write_allocate():
+    from roofkit import formulas
+    from roofkit.measure import kernels
+
+    # STREAM's convention (the lesson prints it): 8 arrays of traffic against the one kernel's 2, 4x
+    assert kernels.softmax_numpy_cost(16384, 1024).bytes == 4 * formulas.softmax(16384, 1024, 4).bytes
+    # the exercise counts write-allocate: 5 reads + 3 writes read first = 11 arrays, the one kernel 1 + 2 x 1 = 3
+    assert key("l12.ex-softmax-traffic") == pytest.approx(11 / 3)
+    assert key("l12.ex-softmax-traffic", rows=1, cols=7) == pytest.approx(11 / 3)  # independent of the shape
+    assert judge("l12.ex-softmax-traffic", 4).misconception == "no-write-allocate"
+    assert judge("l12.ex-softmax-traffic", 5.5).misconception == "one-side-allocates"
     assert judge("l12.ex-softmax-traffic", 5).misconception == "passes"
-    assert judge("l12.ex-softmax-traffic", 2.5).misconception == "reads-only"
+    assert judge("l12.ex-softmax-traffic", "3.67").correct
 
 
 # --- the GPU section: the H200 run shipped with roofkit (one card, 2026-11-30, PyTorch 2.11, CUDA events) ---
@@ -120,6 +134,51 @@ def test_weight_gemm_turns_compute_bound_where_the_measured_sweep_turns():
     # the datasheet roofline is too fast at every M; achievable roofs + the floor are within 15%
     assert all(r["plain_s"] < r["measured_s"] for r in rows.values())
     assert all(abs(r["floored_s"] / r["measured_s"] - 1) < 0.15 for r in rows.values())
+
+
+def _solution():
+    import json
+    from pathlib import Path
+
+    path = next((Path(__file__).resolve().parent.parent / "solutions").glob("12-*.ipynb"))
+    cells = json.loads(path.read_text())["cells"]
+    return ["".join("".join(o.get("text", "")) for o in c.get("outputs", [])) for c in cells if c["cell_type"] == "code"]
+
+
+def test_the_shipped_solution_checked_its_own_measurement():
+    """Issue 18: the shipped outputs refuted the prose (FP32 below FP64, a kernel 3.7x above its roof). Its
+    measurement now runs the checks, and what it printed either passed them or says that it did not."""
+    import re
+
+    outputs = _solution()
+    roofs = next(o for o in outputs if o.startswith("compute roof:"))
+    fp64, fp32 = (float(x) for x in re.search(r"FP64 ~([\d.e+]+) GFLOP/s, FP32 ~([\d.e+]+)", roofs).groups())
+    report = next(o for o in outputs if o.startswith("checks: "))
+    if fp32 < fp64:
+        assert "FAIL FP32 matmul peak" in report
+    failed = [line for line in report.splitlines() if line.strip().startswith("FAIL")]
+    assert report.startswith("checks: FAILED") == bool(failed)
+    assert len([line for line in report.splitlines() if line.strip().startswith(("ok", "FAIL"))]) == 4
+
+
+def test_machine_numbers_are_marked_and_the_sanitizer_masks_only_them():
+    import configparser
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    config = configparser.ConfigParser()
+    config.read(root / "nbval_sanitize.cfg")
+    rule = config["measured on this machine"]
+    sub = lambda text: re.sub(rule["regex"], rule["replace"], text)  # noqa: E731
+    assert sub("FP64 ~98.2 GFLOP/s, FP32 ~194 GFLOP/s") == sub("FP64 ~50.6 GFLOP/s, FP32 ~17.9 GFLOP/s")
+    assert sub("measured ~1.06e+03 ns, ~28x; error ~-56%") == "measured ~N ns, ~Nx; error ~N%"
+    assert sub("989 TFLOP/s, 2,152.3 µs") == "989 TFLOP/s, 2,152.3 µs"  # numbers without ~ stay compared
+    # every compared output of the lesson that holds a measured number marks it
+    outputs = _solution()
+    roofs = next(o for o in outputs if o.startswith("compute roof:"))
+    assert "~N GFLOP/s" in sub(roofs) and not re.search(r"\d", sub(roofs).split("ridge point")[0].replace("FP64", "")
+                                                                     .replace("FP32", ""))
 
 
 def test_the_yours_cell_runs_on_a_machine_with_a_gpu(capsys):

@@ -17,7 +17,8 @@ from roofkit import cli, formulas, fusion, hardware, measure, roofline
 from roofkit.errors import InvalidValue
 
 from helpers import scratch_hardware_catalog
-from roofkit.measure import gpu, kernels, stream, system
+from roofkit.measure import gpu, kernels, sanity, stream, system, timing
+from roofkit.measure import layers as layers_module
 
 # Every size scaled from a pretend 256 KiB cache: the whole run takes a second or two.
 TINY = measure.Settings(matmul_sizes=(64, 128), rounds=2, budget_s=0.5, places=("LLC", "DRAM"), max_gemm=128)
@@ -172,6 +173,119 @@ def test_median_error_uses_only_kernels_outside_the_caches():
                            result(1e6, 1e3, 1.0)])  # the last one's working set is 1 kB: in the caches
     assert p.median_error() == pytest.approx(0.3)  # |errors| 0.5, 0.3, 0.1
     assert synthetic().median_error() is None
+
+
+# --- sanity: what must hold on any machine, and measuring again when it does not -----------------------
+
+
+def dram(kernel, rate_bytes_per_s, nbytes=1e9, flops=1e8, where="DRAM"):
+    """A kernel whose data came from memory, moving ``nbytes`` at ``rate_bytes_per_s``."""
+    t = nbytes / rate_bytes_per_s
+    return kernels.KernelResult(kernel, where, (1,), "fp32", flops, nbytes, nbytes, nbytes, t, t, "memory")
+
+
+def failing(p):
+    return [c.name for c in sanity.check(p) if not c.ok]
+
+
+def test_the_shipped_lesson_s_insane_numbers_fail_their_checks():
+    # issue 18: FP32 17.9 GFLOP/s below FP64's 50.6; a memory roof of 6.86 GB/s that the same run's add beat at 25
+    bad = synthetic(peak_flops_per_s={"fp64": 50.6e9, "fp32": 17.9e9}, bandwidth_bytes_per_s=6.86e9,
+                    kernels=[dram("add", 25e9)])
+    assert failing(bad) == ["fp32-below-fp64", "above-roof"]
+    checks = {c.name: c for c in sanity.check(bad)}
+    assert checks["fp32-below-fp64"].remeasure == ("matmul",)
+    assert set(checks["above-roof"].remeasure) == {"stream", "kernels"}
+    assert "add (DRAM) moved 25 GB/s, 3.6x the memory roof of 6.86 GB/s" in checks["above-roof"].message
+    assert not bad.sane and "checks: FAILED" in sanity.report(sanity.check(bad))
+    # a sane run on the same kind of machine (issue 18): FP32 194, FP64 98 GFLOP/s, STREAM 27-35 GB/s
+    good = synthetic(peak_flops_per_s={"fp64": 98e9, "fp32": 194e9}, bandwidth_bytes_per_s=35e9,
+                     kernels=[dram("add", 33e9), dram("softmax", 20e9)])
+    assert failing(good) == [] and good.sane and sanity.report(sanity.check(good)).startswith("checks: all passed")
+
+
+def test_a_kernel_may_beat_the_roof_only_where_physics_allows():
+    B = 20e9
+    p = synthetic(bandwidth_bytes_per_s=B, kernels=[dram("add", 1.19 * B), dram("add", 50 * B, where="L2")])
+    assert failing(p) == []  # within 1.2x from memory; anything from a cache
+    assert failing(synthetic(bandwidth_bytes_per_s=B, kernels=[dram("add", 1.25 * B)])) == ["above-roof"]
+    # a kernel that only reads skips the write-allocate traffic STREAM's loops pay and do not count: up to 4/3 more
+    assert failing(synthetic(bandwidth_bytes_per_s=B, kernels=[dram("reduction", 1.5 * B)])) == []
+    assert failing(synthetic(bandwidth_bytes_per_s=B, kernels=[dram("reduction", 1.7 * B)])) == ["above-roof"]
+    # no kernel, cached or not, above the matmul peak
+    fast = dram("gemm", 1e9, nbytes=1e6, flops=2 * 2e11 * 1e-3, where="L2")  # 400 GFLOP/s against 200
+    assert failing(synthetic(kernels=[fast])) == ["above-roof"]
+
+
+def test_stream_loops_and_the_fusion_chain_are_checked_too():
+    stream_rows = {k: {"bandwidth_bytes_per_s": v} for k, v in
+                   {"copy": 4.27e9, "scale": 6.86e9, "add": 6.31e9, "triad": 4.96e9}.items()}
+    assert failing(synthetic(stream=stream_rows)) == []
+    stream_rows["copy"]["bandwidth_bytes_per_s"] = 3e9
+    assert failing(synthetic(stream=stream_rows)) == ["stream-spread"]
+    fused = {"unfused_s": 0.0739, "blocked_s": 0.0458, "traffic_ratio": 2.5}
+    assert failing(synthetic(fusion=fused)) == []
+    assert failing(synthetic(fusion=fused | {"blocked_s": 0.08})) == ["fusion-slower"]
+
+
+class Noisy:
+    """A pretend machine: FP64 runs at 100 GFLOP/s and FP32 at 200, unless a noisy moment slows a timing down.
+
+    ``noise[i]`` multiplies the FP32 matmul times of the i-th timing pass (the first pass is run()'s own).
+    """
+
+    FNS = {("stream", "add"): None, ("matmul", ("fp64", 256)): None, ("matmul", ("fp32", 256)): None}
+
+    def __init__(self, *noise):
+        self.noise, self.passes = list(noise), []
+
+    def time(self, fns):
+        factor = self.noise[len(self.passes)] if len(self.passes) < len(self.noise) else 1
+        self.passes.append(sorted({k[0] for k in fns}))
+        flops = 2 * 256**3
+        times = {("stream", "add"): 1e-3, ("matmul", ("fp64", 256)): flops / 1e11,
+                 ("matmul", ("fp32", 256)): factor * flops / 2e11}
+        return {k: times[k] for k in fns}
+
+    @staticmethod
+    def build(times):
+        flops = 2 * 256**3
+        return synthetic(peak_flops_per_s={p: flops / times[("matmul", (p, 256))] for p in ("fp64", "fp32")})
+
+
+def test_a_disturbed_run_is_measured_again_and_comes_out_sane():
+    machine = Noisy(100)  # the first pass sees the FP32 sweep 100x too slow; the next pass is quiet
+    first = machine.time(Noisy.FNS)
+    assert not Noisy.build(first).sane
+    profile, again = measure.until_sane(Noisy.FNS, first, Noisy.build, machine.time, retries=2)
+    assert again == ["matmul"] and machine.passes[1] == ["matmul"]  # only the suspects are timed again
+    assert profile.sane and profile.peak_flops_per_s["fp32"] == pytest.approx(2e11)
+
+
+def test_a_run_that_stays_disturbed_is_retried_then_reported():
+    machine = Noisy(100, 100, 100, 100)
+    profile, again = measure.until_sane(Noisy.FNS, machine.time(Noisy.FNS), Noisy.build, machine.time, retries=2)
+    assert len(machine.passes) == 3 and again == ["matmul"]  # two retries, then it stops
+    assert not profile.sane
+    profile.remeasured = again
+    text = profile.report()
+    assert "checks: FAILED" in text and "FAIL FP32 matmul peak" in text
+    assert "re-measured after a failed check: matmul" in text
+    data = profile.to_dict()
+    assert data["sane"] is False and any(c["name"] == "fp32-below-fp64" and not c["ok"] for c in data["checks"])
+    # the best run is kept: a quiet pass after noisy ones wins, a noisy one after a quiet one changes nothing
+    quiet_then_noisy = Noisy(1, 100)
+    profile, again = measure.until_sane(Noisy.FNS, quiet_then_noisy.time(Noisy.FNS), Noisy.build,
+                                        quiet_then_noisy.time, retries=2)
+    assert again == [] and len(quiet_then_noisy.passes) == 1
+
+
+def test_a_real_run_reports_its_checks(profile):
+    names = {c.name for c in sanity.check(profile)}
+    assert names == {"fp32-below-fp64", "above-roof", "stream-spread", "fusion-slower"}
+    assert "checks: " in profile.report()
+    assert set(profile.remeasured) <= {"matmul", "stream", "kernels", "fusion"}
+    assert {c["name"] for c in profile.to_dict()["checks"]} == names
 
 
 # --- the profile: JSON, catalog entry, round trip ------------------------------------------------------
@@ -568,6 +682,11 @@ def test_measured_layers_calibrate_the_layer_model(fake_cuda, tmp_path, scratch_
     path = profile.save(tmp_path / "mine.json")
     cal = layertime.calibrate(path)
     assert cal.device == "NVIDIA H200" and cal.catalog == "h200" and cal.cases == len(profile.gpu["layers"]["cases"])
+    # attention's own rate, from the large causal attention timed alone on this (fake) GPU, not the catalog's H200
+    attention = profile.gpu["layers"]["attention"]
+    assert attention["flops"] == formulas.attention_fused(*layers_module.ATTENTION_SHAPE, 2, causal=True).flops
+    assert cal.attention_peak("bf16") == pytest.approx(attention["flops"] / attention["time_s"])
+    assert cal.attention_peak("bf16") != hardware.get("h200").attention_peak("bf16")
     assert cal.floor_s == pytest.approx(FakeGPU.FLOOR, rel=0.05)
     for case in layertime.compare(path):
         assert case["calibrated_ratio"] == pytest.approx(1, abs=0.03), case["label"]

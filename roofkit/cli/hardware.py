@@ -44,6 +44,9 @@ def cmd_show(args) -> None:
         extra = f"   achievable {human(achievable, 'FLOP/s')} ({achievable / peak:.0%})" if achievable else ""
         rows.append((f"peak {precision} (dense)",
                      f"{human(peak, 'FLOP/s')}   ridge {acc.ridge(precision):.1f} FLOP/byte{extra}"))
+    for precision, rate in acc.achievable_attention_flops.items():
+        rows.append((f"fused attention {precision}, achievable", f"{human(rate, 'FLOP/s')} "
+                     f"({rate / acc.peak(precision):.0%} of the datasheet peak)"))
     lines = table(rows) + ["", "sources:"]
     by_source: dict[str, list[str]] = {}
     for figure, source in acc.sources.items():

@@ -29,8 +29,10 @@ def cmd_layer(args) -> None:
 
     lines = [f"{model.name}, one decoder layer: {_phase(t)}, on {acc.name}, {t.dtype}"]
     if t.calibrated:
-        lines.append(f"calibrated: achievable roofs {human(t.peak_flops, 'FLOP/s')} and {human(t.bandwidth, 'B/s')}, "
-                     f"a floor of {t.floor_s * 1e6:.3g} µs per kernel, the {t.kernels} kernels eager PyTorch runs")
+        attention = f" (attention {human(t.attention_flops, 'FLOP/s')})" if t.attention_flops else ""
+        lines.append(f"calibrated: achievable roofs {human(t.peak_flops, 'FLOP/s')}{attention} and "
+                     f"{human(t.bandwidth, 'B/s')}, a floor of {t.floor_s * 1e6:.3g} µs per kernel, the {t.kernels} "
+                     "kernels eager PyTorch runs")
     else:
         lines.append(f"roofline sum, one kernel per op, datasheet roofs {human(t.peak_flops, 'FLOP/s')} and "
                      f"{human(t.bandwidth, 'B/s')}")

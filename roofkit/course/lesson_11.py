@@ -110,7 +110,10 @@ def _gpu_most_memory_bound(model, batch, seq, dtype, gpus):
 def _apart(wrong, key_fn, rtol):
     """A wrong value as a misconception, unless a variant's numbers bring it within (about) rtol of the key."""
     def value(**p):
-        v, k = wrong(**p), key_fn(**p)
+        v = wrong(**p)
+        if v is None:  # the wrong value does not exist for these numbers
+            return None
+        k = key_fn(**p)
         return None if abs(v - k) <= 1.1 * rtol * abs(k) else v
     return value
 
@@ -186,6 +189,8 @@ _PREFILL = {"model": _MODEL, "batch": 1, "seq": 4096, "hw": "h100", "dtype": "bf
 _PREFILL_VARIANTS = {"model": (_MODEL, "Llama-2-7B", "Llama-3-70B"), "batch": (1, 2, 4), "seq": (1024, 2048, 8192),
                      "hw": ("h100", "a100", "mi300x", "l40s")}
 _LAYER = "one {model} layer"
+# the lesson prints the 4096-token layer op by op; its questions ask about a prompt half as long
+_HALF_PROMPT = {**_PREFILL, "seq": 2048}
 
 register(
     Question(
@@ -256,14 +261,21 @@ register(
         kind="numeric",
         prompt=("Predict the time of " + _LAYER + " in prefill (batch {batch}, {seq} tokens) on {hw} in {dtype}: the "
                 "sum over its kernels of each kernel's roofline lower bound max(T_math, T_mem)."),
-        params=dict(_PREFILL),
-        variants=_PREFILL_VARIANTS,
+        params=_HALF_PROMPT,
+        variants={**_PREFILL_VARIANTS, "batch": (1, 4), "seq": (1024, 4096, 8192)},
         key=lambda **p: _layer_time(**p),
         unit="s",
         rtol=0.02,
         hints=("Each kernel's lower bound is the larger of its FLOPs / peak and its bytes / bandwidth.",
                "Add it up over every op of the layer, the memory-bound ones included."),
         misconceptions=(
+            Misconception("scaled-linearly",
+                          "That scales the lesson's 4096-token layer in proportion to the prompt. The GEMMs and the "
+                          "small ops scale with the tokens, but causal attention's FLOPs grow like the square of the "
+                          "prompt: place the ops of this prompt and add them up.",
+                          answer=_apart(lambda model, batch, seq, hw, dtype: None if seq >= _PREFILL["seq"] else
+                                        _layer_time(model, batch, _PREFILL["seq"], hw, dtype) * seq / _PREFILL["seq"],
+                                        lambda **p: _layer_time(**p), 0.02)),
             Misconception("flops-only",
                           "That is the layer's FLOPs over the peak: it ignores the memory-bound ops because they have "
                           "few FLOPs. Their time is bytes / bandwidth, however few FLOPs they do.",
@@ -282,14 +294,21 @@ register(
         kind="numeric",
         prompt=("In that prefill (" + _LAYER + ", batch {batch}, {seq} tokens, {hw}, {dtype}), what fraction of the "
                 "predicted layer time (sum of lower bounds) is spent in memory-bound ops?"),
-        params=dict(_PREFILL),
-        variants={**_PREFILL_VARIANTS, "model": (_MODEL, "Llama-3-70B")},
+        params=_HALF_PROMPT,
+        variants={"model": (_MODEL, "Llama-3-70B"), "seq": (2048, 8192, 16384), "hw": _PREFILL_VARIANTS["hw"]},
         key=lambda **p: _memory_share(**p),
         unit="dimensionless",
         rtol=0.02,
         hints=("Sort the kernels by their bound, then add up their times on each side.",
                "A fraction of time, not of FLOPs and not of the number of ops."),
         misconceptions=(
+            Misconception("other-prompt",
+                          "That is the share of the lesson's 4096-token layer. At another prompt length attention's "
+                          "share moves (its FLOPs grow like the square of the prompt), and the memory-bound ops' share "
+                          "with it: place this prompt's ops.",
+                          answer=_apart(lambda model, batch, seq, hw, dtype: None if seq == _PREFILL["seq"] else
+                                        _memory_share(model, batch, _PREFILL["seq"], hw, dtype),
+                                        lambda **p: _memory_share(**p), 0.02)),
             Misconception("flops-share",
                           "That is the memory-bound ops' share of the FLOPs. Their share of the time is far larger: "
                           "their time is set by their bytes.",
@@ -411,8 +430,9 @@ register(
         prompt=("Decode with " + _LAYER + " at batch {batch}, {context}-token context, on {hw}: store the five weight "
                 "GEMMs' operands in FP8 and run them at the FP8 peak; attention (and its KV cache) and the small ops "
                 "stay BF16. By what factor does the predicted decode layer time shrink?"),
-        params={"model": _MODEL, "batch": 1, "context": 4096, "hw": "h100"},
-        variants={"model": (_MODEL, "Llama-2-7B"), "batch": (1, 8, 16, 32), "context": (2048, 8192, 16384)},
+        params={"model": _MODEL, "batch": 1, "context": 32768, "hw": "h100"},
+        # batch x context never 32768, the tokens cached in the lesson's own numbers
+        variants={"model": (_MODEL, "Llama-2-7B"), "batch": (1, 3, 8, 24), "context": (2048, 8192, 16384)},
         key=lambda model, batch, context, hw: _fp8_speedup(model, batch, 1, hw, kv_seq=context),
         unit="dimensionless",
         rtol=0.01,
@@ -487,10 +507,11 @@ register(
         id="l11.graph-floor",
         lesson="11",
         kind="choice",
-        prompt=("The calibrated model charges every kernel a floor t0 of a few microseconds. A CUDA graph replays a "
-                "recorded sequence of kernels with one launch from the CPU. On the H200 dataset, is t0 mostly launch "
-                "latency (the CPU's cost to issue a kernel, which the graph removes) or kernel latency (time the "
-                "kernel spends on the GPU, which the graph keeps)?"),
+        prompt=("The calibrated model charges every kernel a floor t0 of a few microseconds, fitted on whole layers. "
+                "A CUDA graph replays a recorded sequence of kernels with one launch from the CPU. On the H200 "
+                "dataset, is t0 mostly launch latency (the CPU's cost to issue a kernel, which the graph removes) or "
+                "time each kernel spends on the GPU beyond its roofline time (which the graph keeps)? Answer launch "
+                "or kernel."),
         params={},
         key=_graph_verdict,
         choices=("launch", "kernel"),
@@ -622,7 +643,8 @@ register(
         lesson="11",
         kind="choice",
         prompt=("Prefill of " + _LAYER + " (batch {batch}, {seq} tokens) in {dtype}. On which of these accelerators "
-                "do the memory-bound ops take the largest share of the layer's predicted time?"),
+                "do the memory-bound ops take the largest share of the layer's predicted time (the sum of lower bounds "
+                "at the datasheet roofs)?"),
         params={"model": _MODEL, "batch": 1, "seq": 4096, "dtype": "bf16"},
         key=lambda **p: _gpu_most_memory_bound(gpus=_GPUS, **p),
         choices=_GPUS,

@@ -64,8 +64,16 @@ def _measured_crossing(d, hw):
     return None if abs(crossing - ridge) < 1 else crossing  # the same whole number as 'intensity = batch'
 
 
-def _softmax_ratio(rows, cols):
-    return kernels.softmax_numpy_cost(rows, cols, 4).bytes / formulas.softmax(rows, cols, 4).bytes
+def _softmax_ratio(rows, cols, write_allocate=True, ideal_write_allocate=None):
+    """numpy's softmax traffic over the one-kernel softmax's, both counted with (or without) write-allocate."""
+    ideal_wa = write_allocate if ideal_write_allocate is None else ideal_write_allocate
+    return (kernels.softmax_numpy_cost(rows, cols, 4, write_allocate).bytes
+            / kernels.traffic(kernels.SOFTMAX_IDEAL_PASSES, rows * cols, 4, ideal_wa))
+
+
+def _fusion_speedup(n, bandwidth_gbs, peak_gflops):
+    return fusion.chain(list(CHAIN), n, "fp32").time(_machine(peak_gflops, bandwidth_gbs), "fp32",
+                                                     launch_overhead_s=0)["speedup"]
 
 
 register(
@@ -280,19 +288,27 @@ register(
         kind="numeric",
         prompt=("Exercise. numpy computes a row softmax of a [{rows}, {cols}] FP32 array in five passes over the "
                 "whole array: max (reads it), subtract (reads, writes), exp (reads, writes), sum (reads), divide "
-                "(reads, writes). By what factor does its traffic exceed the ideal model's (read the input once, "
-                "write the output once)? Ignore the small per-row vectors."),
+                "(reads, writes). The CPU's caches allocate on write: each line about to be written is first read "
+                "from memory. Counting that read too, by what factor does numpy's traffic exceed that of one "
+                "kernel that reads the input once and writes the output once? Ignore the small per-row vectors."),
         params={"rows": 16384, "cols": 1024},
         key=_softmax_ratio,
         unit="dimensionless",
         rtol=0.01,
-        hints=("Count array-sized transfers: one per read, one per write, over the five passes.",
-               "The ideal model moves two arrays: the input read and the output written."),
+        hints=("Count array-sized transfers over the five passes: one per read, and two per write (the line is "
+               "read before it is written).",
+               "The one-kernel softmax reads the input and writes the output: with write-allocate, three transfers."),
         misconceptions=(
+            Misconception("no-write-allocate",
+                          "That is the ratio without write-allocate (STREAM's convention, and section 5's). Here "
+                          "each written array crosses memory twice, in numpy's passes and in the one kernel alike.",
+                          answer=lambda rows, cols: _softmax_ratio(rows, cols, write_allocate=False)),
+            Misconception("one-side-allocates",
+                          "You counted write-allocate on one side only. Count both the same way: every written "
+                          "array, in numpy's passes and in the one kernel, is read before it is written.",
+                          answer=lambda rows, cols: _softmax_ratio(rows, cols, True, ideal_write_allocate=False)),
             Misconception("passes", "That is the number of passes. Some passes read and write: count transfers.",
                           answer=lambda rows, cols: len(kernels.SOFTMAX_NUMPY_PASSES)),
-            Misconception("reads-only", "You counted the reads but not the writes of subtract, exp and divide.",
-                          answer=lambda rows, cols: _softmax_ratio(rows, cols) * 5 / 8),
         ),
         points=2,
     ),
@@ -300,25 +316,36 @@ register(
         id="l12.ex-fusion-speedup",
         lesson="12",
         kind="numeric",
-        prompt=("Exercise. On a machine with B = {bandwidth_gbs} GB/s and P = {peak_gflops} GFLOP/s in FP32, "
-                "predict the speed-up of fusing y = (x * q + bias) * g + r over n = {n} FP32 elements: the "
+        prompt=("Exercise. A machine with fast memory, B = {bandwidth_gbs} GB/s, runs this elementwise chain's "
+                "arithmetic at P = {peak_gflops} GFLOP/s in FP32 (an interpreter such as numexpr's costs time per "
+                "element). Predict the speed-up of fusing y = (x * q + bias) * g + r over n = {n} FP32 elements: the "
                 "roofline time of numpy's four passes over the roofline time of one fused pass (ignore per-call "
                 "overhead)."),
-        params={"n": 2**25, "bandwidth_gbs": 20, "peak_gflops": 200},
-        key=lambda n, bandwidth_gbs, peak_gflops: fusion.chain(list(CHAIN), n, "fp32").time(
-            _machine(peak_gflops, bandwidth_gbs), "fp32", launch_overhead_s=0)["speedup"],
+        params={"n": 2**25, "bandwidth_gbs": 100, "peak_gflops": 20},
+        variants={"bandwidth_gbs": (50, 100, 200), "peak_gflops": (15, 20, 30)},  # each ridge P / B once
+        key=_fusion_speedup,
         unit="dimensionless",
         rtol=0.02,
-        hints=("Is each pass memory- or compute-bound on this machine? Compare its intensity with the ridge.",
-               "When every pass is memory-bound, time is bytes / B, so the speed-up is a ratio of bytes.",
-               "Count the bytes of the four passes, and of one pass that reads x, g, r and writes y."),
+        hints=("Is each pass memory- or compute-bound on this machine? Compare its intensity with the ridge P / B.",
+               "The fused pass does 4 FLOPs per element and moves 16 bytes; each numpy pass does 1 FLOP and moves "
+               "8 or 12 bytes.",
+               "Take each pass's max(FLOPs / P, bytes / B), add up the four, and divide by the fused pass's."),
         misconceptions=(
+            Misconception("traffic-ratio",
+                          "That is the ratio of the bytes, the speed-up when every pass stays memory-bound. At 4 "
+                          "FLOPs per 16 bytes the fused pass sits right of this machine's ridge: its arithmetic, not "
+                          "its bytes, sets its time.",
+                          answer=lambda n, bandwidth_gbs, peak_gflops: None if abs(
+                              _fusion_speedup(n, bandwidth_gbs, peak_gflops)
+                              - fusion.chain(list(CHAIN), n, "fp32").traffic_ratio) < 0.03 else
+                          fusion.chain(list(CHAIN), n, "fp32").traffic_ratio),
             Misconception("launches", "That is the number of kernels saved, not the time. Each pass takes time "
                                       "in proportion to the bytes it moves.",
                           answer=lambda n, bandwidth_gbs, peak_gflops: fusion.chain(list(CHAIN), n, "fp32")
                           .launches_unfused),
             Misconception("flops", "Fusion does not remove FLOPs: the same arithmetic is done either way. It "
-                                   "removes bytes, and these passes are limited by bytes.", answer=lambda **p: 1),
+                                   "removes bytes, and numpy's passes are limited by bytes.",
+                          answer=lambda **p: None if abs(_fusion_speedup(**p) - 1) < 0.03 else 1),
         ),
         points=2,
     ),

@@ -19,9 +19,13 @@ One module per concept:
     layers   whole decoder layers timed op by op on the GPU; the H200 dataset shipped with roofkit
     predicted  roofkit's predictions against those measurements: tables and figures
     profile  the result: report, JSON, catalog entry
+    sanity   what must hold on any machine (FP32 at least FP64, no kernel above its roof, ...)
     plot     the measured roofline with the kernels on it
 
 :func:`run` sets all of it up, then times it in rounds, with a progress bar.
+It then checks the result (:mod:`~roofkit.measure.sanity`); what fails is timed
+again, a few rounds more (``Settings.retries`` times at most), keeping every
+run's best, and what still fails is reported with the profile.
 ``quick=True`` takes a few seconds (fewer sizes and rounds: for the lesson);
 the default takes under a minute on two cores.
 """
@@ -37,14 +41,14 @@ from . import gpu as _gpu
 from . import kernels as _kernels
 from . import matmul as _matmul
 from . import stream as _stream
-from . import system, timing
+from . import sanity, system, timing
 from .fused import FusionChain
 from .kernels import KernelResult, predict, prediction_error, prediction_table, format_table
 from .profile import Profile, load_profile
 from .stream import stream_bytes, stream_cost
 from .timing import Pool
 
-__all__ = ["run", "Profile", "load_profile", "KernelResult", "predict", "prediction_error",
+__all__ = ["run", "until_sane", "sanity", "Profile", "load_profile", "KernelResult", "predict", "prediction_error",
            "prediction_table", "format_table", "stream_bytes", "stream_cost", "gpu_status", "system", "Settings",
            "QUICK", "DEFAULT"]
 
@@ -58,15 +62,38 @@ class Settings:
     budget_s: float  # no new round once this many seconds of timing have passed (at least 2 rounds)
     places: tuple[str, ...]  # where the kernel set's working sets live: "L2", "LLC", "DRAM"
     max_gemm: int  # the kernel set's largest GEMM
+    retries: int = 2  # times the groups of a failed check are timed again (rounds more each), at most
 
 
-QUICK = Settings((256, 512, 1024), 4, 2.0, ("L2", "LLC", "DRAM"), 1024)
-DEFAULT = Settings((256, 512, 1024, 2048, 3072), 10, 30.0, ("L2", "LLC", "DRAM"), 4096)
+QUICK = Settings((256, 512, 1024), 4, 2.0, ("L2", "LLC", "DRAM"), 1024, 2)
+DEFAULT = Settings((256, 512, 1024, 2048, 3072), 10, 30.0, ("L2", "LLC", "DRAM"), 4096, 3)
 
 
 def gpu_status() -> str:
     """One line: the GPU PyTorch sees, or why none will be measured."""
     return _gpu.status()[1]
+
+
+def until_sane(fns: dict, times: dict, build, time_again, retries: int):
+    """Check what ``build(times)`` gives; time the groups of a failed check again, at most ``retries`` times.
+
+    ``fns`` maps (group, key) to a function; ``times`` holds its best time so far;
+    ``build(times)`` makes a :class:`Profile` of them; ``time_again(fns)`` times a
+    subset of ``fns`` and returns {(group, key): seconds}. Every run's best is kept:
+    disturbance only ever makes a run slower. Returns (the profile, the groups timed
+    again, in order).
+    """
+    times = dict(times)
+    profile, remeasured = build(times), []
+    for _ in range(retries):
+        groups = {g for c in sanity.failed(sanity.check(profile)) for g in c.remeasure}
+        if not groups:
+            break
+        remeasured += [g for g in dict.fromkeys(group for group, _ in fns) if g in groups and g not in remeasured]
+        again = time_again({k: fn for k, fn in fns.items() if k[0] in groups})
+        times = {k: min(t, again.get(k, t)) for k, t in times.items()}
+        profile = build(times)
+    return profile, remeasured
 
 
 def run(quick: bool = False, threads: int | None = None, progress: bool = True, gpu: bool = True,
@@ -97,7 +124,7 @@ def run(quick: bool = False, threads: int | None = None, progress: bool = True, 
 
     from tqdm.auto import tqdm
 
-    # steps: setting up, the warm-up, each round (and the GPU's)
+    # steps: setting up, the warm-up, each round (and the GPU's); a re-measurement adds its own
     bar = tqdm(total=2 + s.rounds + (_gpu.steps(quick) if gpu_ok else 0), desc="roofkit measure", unit="step",
                disable=not progress, leave=False)
     try:
@@ -118,19 +145,32 @@ def run(quick: bool = False, threads: int | None = None, progress: bool = True, 
             fns = {(name, key): fn for name, group in order for key, fn in group.items()}
             times = timing.best_of_rounds(fns, s.rounds, s.budget_s, progress=lambda: bar.update(1),
                                           settle_s=timing.BLAS_SETTLE_S)
-            mine = {name: {key: t for (owner, key), t in times.items() if owner == name} for name in benches}
-        matmul = benches["matmul"].results(mine["matmul"])
-        stream = benches["stream"].results(mine["stream"])
-        peaks = {p: _matmul.peak(matmul, p) for p in ("fp64", "fp32")}
-        bandwidth, roof_kernel = _stream.memory_roof(stream)
-        profile = Profile(
-            host=machine.host, date=datetime.date.today().isoformat(), cpu=machine.cpu, vendor=machine.vendor,
-            threads=threads, quick=bool(quick), llc_bytes=llc, l2_bytes=l2,
-            cache_source="given" if llc_bytes else machine.cache_source,
-            peak_flops_per_s=peaks, bandwidth_bytes_per_s=bandwidth, bandwidth_kernel=roof_kernel, array_note=note,
-            stream={k: v.to_dict() for k, v in stream.items()}, matmul=[m.to_dict() for m in matmul],
-            kernels=benches["kernels"].results(mine["kernels"], peaks["fp32"], bandwidth), gpu_status=gpu_line)
-        profile.fusion = benches["fusion"].results(mine["fusion"], profile.accelerator()).to_dict()
+
+            def build(times) -> Profile:
+                mine = {name: {key: t for (owner, key), t in times.items() if owner == name} for name in benches}
+                matmul = benches["matmul"].results(mine["matmul"])
+                stream = benches["stream"].results(mine["stream"])
+                peaks = {p: _matmul.peak(matmul, p) for p in ("fp64", "fp32")}
+                bandwidth, roof_kernel = _stream.memory_roof(stream)
+                built = Profile(
+                    host=machine.host, date=datetime.date.today().isoformat(), cpu=machine.cpu,
+                    vendor=machine.vendor, threads=threads, quick=bool(quick), llc_bytes=llc, l2_bytes=l2,
+                    cache_source="given" if llc_bytes else machine.cache_source,
+                    peak_flops_per_s=peaks, bandwidth_bytes_per_s=bandwidth, bandwidth_kernel=roof_kernel,
+                    array_note=note, stream={k: v.to_dict() for k, v in stream.items()},
+                    matmul=[m.to_dict() for m in matmul],
+                    kernels=benches["kernels"].results(mine["kernels"], peaks["fp32"], bandwidth), gpu_status=gpu_line)
+                built.fusion = benches["fusion"].results(mine["fusion"], built.accelerator()).to_dict()
+                return built
+
+            def timed_again(subset):
+                bar.total += s.rounds + 1
+                bar.set_postfix_str("timing again: " + ", ".join(sorted({k[0] for k in subset})))
+                return timing.best_of_rounds(subset, s.rounds, s.budget_s, progress=lambda: bar.update(1),
+                                             settle_s=timing.BLAS_SETTLE_S)
+
+            profile, remeasured = until_sane(fns, times, build, timed_again, s.retries)
+        profile.remeasured = remeasured
         del benches, fns  # free the arrays before the GPU's turn
         if gpu_ok:
             bar.set_postfix_str("GPU")

@@ -55,17 +55,32 @@ def places(l2_bytes: float, llc_bytes: float) -> dict[str, float]:
 
 # numpy's softmax, one operation at a time: (reads, writes) of a full [R, C] array per pass
 SOFTMAX_NUMPY_PASSES = {"max": (1, 0), "subtract": (1, 1), "exp": (1, 1), "sum": (1, 0), "divide": (1, 1)}
+SOFTMAX_IDEAL_PASSES = {"softmax": (1, 1)}  # one kernel: read the input, write the output
 
 
-def softmax_numpy_cost(rows, cols, bytes_per_element=B32) -> formulas.Cost:
+def traffic(passes, n, bytes_per_element=B32, write_allocate=False) -> float:
+    """Bytes of ``passes`` ({name: (arrays read, arrays written)}) over arrays of n elements.
+
+    ``write_allocate=True``: a cache that allocates on write reads each line it is
+    about to write, so a written array crosses memory twice (STREAM's convention,
+    and roofkit's, leave that read out).
+
+        >>> traffic(SOFTMAX_NUMPY_PASSES, 1, 1), traffic(SOFTMAX_NUMPY_PASSES, 1, 1, write_allocate=True)
+        (8.0, 11.0)
+    """
+    return float(sum(formulas.elementwise(n, 0, r + (w if write_allocate else 0), w, bytes_per_element).bytes
+                     for r, w in passes.values()))
+
+
+def softmax_numpy_cost(rows, cols, bytes_per_element=B32, write_allocate=False) -> formulas.Cost:
     """Bytes softmax moves as numpy runs it: every pass reads (and maybe writes) the whole array.
 
     The FLOPs are the ideal model's (formulas.softmax); the bytes are the sum
-    of the passes in SOFTMAX_NUMPY_PASSES, 8 arrays of R x C against the ideal 2.
+    of the passes in SOFTMAX_NUMPY_PASSES, 8 arrays of R x C against the ideal 2
+    (11 against 3 counting write-allocate, see :func:`traffic`).
     """
-    n = rows * cols
-    passes = sum(formulas.elementwise(n, 0, r, w, bytes_per_element).bytes for r, w in SOFTMAX_NUMPY_PASSES.values())
-    return formulas.Cost(formulas.softmax(rows, cols, bytes_per_element).flops, passes)
+    flops = formulas.softmax(rows, cols, bytes_per_element).flops
+    return formulas.Cost(flops, traffic(SOFTMAX_NUMPY_PASSES, rows * cols, bytes_per_element, write_allocate))
 
 
 def _round(x: float, step: int = 64) -> int:

@@ -8,7 +8,8 @@ The format is the one of ``roofkit/data/measured/h200-2026-11-30/layers.json``
      "cases": [{model, d, H, KV, ff, head_dim, batch, seq, kv_seq, causal,
                 ops_s: {norm1, qkv, attn, out, residual1, norm2, mlp.up, mlp.gate, mlp.act, mlp.down, residual2},
                 layer_s, layer_graph_s, layer_wall_s}],
-     "roofs": {peak_flops_per_s: {bf16: ...}, bandwidth_bytes_per_s}, "catalog": "h200"}   (optional)
+     "roofs": {peak_flops_per_s: {bf16: ...}, bandwidth_bytes_per_s}, "catalog": "h200",   (optional)
+     "attention": {label, dtype, flops, time_s}}   (optional: one large causal SDPA, timed alone)
 
     >>> data = load_layers()                      # the H200 dataset shipped with roofkit
     >>> data.device, len(data.cases)
@@ -33,7 +34,7 @@ from ..errors import InvalidValue
 from ..units import whole
 
 __all__ = ["LayerCase", "LayerDataset", "load_layers", "shipped", "SHIPPED", "OPS", "LAYER_SET", "LAYER_SET_QUICK",
-           "measure_layers", "measure_launch"]
+           "ATTENTION_SHAPE", "measure_layers", "measure_launch", "measure_attention"]
 
 SHIPPED = "h200-2026-11-30"  # the folder under roofkit/data/measured/
 OPS = ("norm1", "qkv", "attn", "out", "residual1", "norm2", "mlp.up", "mlp.gate", "mlp.act", "mlp.down", "residual2")
@@ -42,6 +43,9 @@ LAYER_SET = (("llama-2-7b", 1, 2048, None), ("llama-2-7b", 8, 2048, None), ("lla
              ("llama-2-7b", 16, 1, 2048), ("llama-2-7b", 64, 1, 2048), ("llama-2-7b", 256, 1, 4096),
              ("llama-3-8b", 1, 512, None), ("llama-3-8b", 1, 1, 8192), ("llama-3-8b", 128, 1, 2048))
 LAYER_SET_QUICK = (("llama-3-8b", 1, 512, None), ("llama-3-8b", 1, 1, 8192), ("llama-2-7b", 16, 1, 2048))
+# the attention kernel timed alone for its achievable rate: batch, heads, tokens, head dim (causal, bf16);
+# the shape of the shipped H200 dataset's largest prefill attention (Llama 2 7B, 8 x 2,048 tokens)
+ATTENTION_SHAPE = (8, 32, 2048, 128)
 _LAUNCH = ("host_per_launch_s", "gpu_stream_per_kernel_s", "single_kernel_event_s", "graph_per_kernel_s")
 
 
@@ -109,6 +113,7 @@ class LayerDataset:
     roofs: dict | None = None  # {"peak_flops_per_s": {precision: FLOP/s}, "bandwidth_bytes_per_s": B/s}
     catalog: str | None = None  # the catalog key of the device, when one matches
     source: str = ""  # where this dataset was read from
+    attention: dict | None = None  # one large causal attention timed alone: {label, dtype, flops, time_s}
 
     def to_dict(self) -> dict:
         """The layers.json format (``source`` left out: it says where a file was read from)."""
@@ -118,6 +123,8 @@ class LayerDataset:
             data["roofs"] = self.roofs
         if self.catalog:
             data["catalog"] = self.catalog
+        if self.attention:
+            data["attention"] = self.attention
         return data
 
     def save(self, path: str | Path) -> Path:
@@ -151,7 +158,20 @@ def _from_document(data: dict, source: str, extras: tuple = (None, None)) -> Lay
     return LayerDataset(device=str(data.get("device", "unknown GPU")), cases=cases, launch=launch,
                         torch=str(data.get("torch", "")), date=str(data.get("date", "")),
                         method=str(data.get("method", "")), roofs=data.get("roofs") or extras[0],
-                        catalog=data.get("catalog") or extras[1], source=source)
+                        catalog=data.get("catalog") or extras[1], source=source,
+                        attention=_attention(data.get("attention"), source))
+
+
+def _attention(block, source: str) -> dict | None:
+    """The dataset's large attention kernel timed alone, checked: FLOPs and seconds above 0."""
+    if block is None:
+        return None
+    ok = isinstance(block, dict) and all(
+        isinstance(block.get(k), (int, float)) and not isinstance(block.get(k), bool) and block[k] > 0
+        for k in ("flops", "time_s"))
+    if not ok:
+        raise InvalidValue(f"{source}: attention must hold flops and time_s, both numbers above 0; got {block!r}.")
+    return dict(block)
 
 
 def _profile_extras(profile: dict) -> tuple[dict | None, str | None]:
@@ -308,6 +328,29 @@ def measure_launch(torch, timer, device, n: int = 200) -> dict[str, float]:
             "graph_per_kernel_s": timer.median(replay, 5, warmup=1, flush=False) / n}
 
 
+def measure_attention(torch, timer, device, iters: int = 15, shape=ATTENTION_SHAPE) -> dict:
+    """One large causal BF16 attention (F.scaled_dot_product_attention) timed alone: its achievable rate.
+
+    Attention does not reach the matmul's rate (softmax, masking and synchronization sit
+    between its two products), so :mod:`roofkit.layertime` gives it a rate of its own.
+    The FLOPs are :func:`roofkit.formulas.attention_fused`'s causal count.
+    """
+    from .. import formulas
+
+    batch, heads, seq, head_dim = shape
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device=device, dtype=torch.bfloat16) for _ in range(3))
+    F = torch.nn.functional
+
+    def run():
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    with torch.no_grad():
+        seconds = timer.median(run, iters, warmup=3)
+    flops = float(formulas.attention_fused(batch, heads, seq, head_dim, 2, causal=True).flops)
+    return {"label": f"batch {batch} x {heads} heads x {seq} tokens, head dim {head_dim}, causal", "dtype": "bf16",
+            "flops": flops, "time_s": seconds}
+
+
 def measure_layers(torch, timer, device, quick: bool = False, progress=None, free_bytes: float | None = None,
                    layer_set=None) -> tuple[dict, list[str]]:
     """Time the layer set op by op and whole on ``device``; (a layers.json document, notes).
@@ -353,12 +396,19 @@ def measure_layers(torch, timer, device, quick: bool = False, progress=None, fre
         tick()
     with torch.no_grad():
         launch = measure_launch(torch, timer, device)
+    try:
+        attention = measure_attention(torch, timer, device, iters)
+    except Exception as error:  # noqa: BLE001 - without it, attention takes the matmul's rate (a note says so)
+        attention = None
+        notes.append(f"layers: the attention kernel could not be timed alone ({type(error).__name__})")
     tick()
     document = {"device": torch.cuda.get_device_name(device), "torch": str(torch.__version__),
                 "date": time.strftime("%Y-%m-%d"),
                 "method": f"roofkit measure: CUDA events around each op and each layer (median of {iters} after "
                           "3 warm-ups), the L2 flushed before each timed run; bf16 weights and activations; "
                           "torch eager ops as listed in ops_s", "launch": launch, "cases": cases}
+    if attention:
+        document["attention"] = attention
     return document, notes
 
 

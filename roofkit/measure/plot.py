@@ -10,7 +10,12 @@ Colour and marker say which kernel; the fill says where its data lived:
     hollow   DRAM    (at least 4x the last-level cache: memory)
 
 Each dot sits at the kernel's intensity as it runs and at the FLOP rate it
-achieved, with a thin line up (or down) to the roof and its % of roof.
+achieved, with a thin line up (or down) to the roof, labelled with its % of
+the roof (the fill already says where its data lived, so the label is short:
+the kernels of one kind share an intensity and stack up). A kernel above 100%
+beat the measured (memory) roof: its data came from a cache, or, if it came
+from memory, the roof was measured in a noisy moment (see
+:mod:`roofkit.measure.sanity`); the figure says so in its legend.
 """
 
 from __future__ import annotations
@@ -60,8 +65,9 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
                 markeredgewidth=1.3, fillstyle=FILL.get(k.where, ("none",))[0], linestyle="none",
                 markerfacecoloralt="white", gid="measured", zorder=5)
         percent = roofline.percent_of_roofline(k.achieved_flops_per_s, k.intensity, P, B)
-        ax.annotate(f"{k.where} {percent:.0f}%", xy=(k.intensity, k.achieved_flops_per_s), xytext=(7, -12),
+        ax.annotate(f"{percent:.0f}%", xy=(k.intensity, k.achieved_flops_per_s), xytext=(7, -12),
                     textcoords="offset points", fontsize=8, color=color, gid="measured-label",
+                    fontweight="bold" if percent > 100 else "normal",
                     bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
     handles, _ = ax.get_legend_handles_labels()
     kinds = list(dict.fromkeys(k.kernel for k in shown))
@@ -71,8 +77,17 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
     handles += [Line2D([], [], marker="o", color="0.35", fillstyle=FILL[p][0], markerfacecoloralt="white",
                        linestyle="none", markersize=7, label=FILL[p][1]) for p in places]
     if shown:
-        handles.append(Line2D([], [], color="0.55", lw=0.7, label="measured: % of the FP32 roof"))
+        handles.append(Line2D([], [], color="0.55", lw=0.7, label="line to the FP32 roof; label: % of it"))
+    over = [k for k in shown if roofline.percent_of_roofline(k.achieved_flops_per_s, k.intensity, P, B) > 100]
+    if over:
+        handles.append(Line2D([], [], linestyle="none", label="bold, over 100%: faster than the measured\n"
+                                                              "roof. From a cache: its own, higher roof.\n"
+                                                              "From memory: a noisy roof (see checks)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    from matplotlib.ticker import NullLocator
+
+    for axis in (ax.xaxis, ax.yaxis):  # every decade is labelled; unlabelled minor ticks cost half the drawing
+        axis.set_minor_locator(NullLocator())
     _spread_labels(ax)
     return fig
 
@@ -105,8 +120,8 @@ def _spread_labels(ax) -> None:
         return sum(max(0, min(b[2], o[2]) - max(b[0], o[0])) * max(0, min(b[3], o[3]) - max(b[1], o[1]))
                    for o in placed) + (0 if inside else 1e9)
 
-    spots = [(7, -12, "left"), (7, 5, "left"), (-7, -12, "right"), (-7, 5, "right"),
-             (7, -24, "left"), (7, 17, "left"), (-7, -24, "right"), (-7, 17, "right"),
+    spots = [(7, -4, "left"), (-7, -4, "right"), (7, -12, "left"), (7, 5, "left"), (-7, -12, "right"),
+             (-7, 5, "right"), (7, -24, "left"), (7, 17, "left"), (-7, -24, "right"), (-7, 17, "right"),
              (7, -36, "left"), (7, 29, "left"), (-7, -36, "right"), (-7, 29, "right")]
     for label in sorted(labels, key=lambda t: -ax.transData.transform(t.xy)[1]):
         best = min(spots, key=lambda spot: clash(box(label, *spot)))  # the first of the least crowded

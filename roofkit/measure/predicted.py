@@ -101,6 +101,7 @@ def _versus(ax, rows, band, title):
                    label=f"{phase}, calibrated", gid=f"calibrated-{phase}")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(bottom, hi), title=title,
            xlabel="measured (µs)", ylabel="predicted (µs)")
+    _no_minor_ticks(ax)
     ax.grid(True, which="major", color="0.9")
 
 
@@ -257,4 +258,13 @@ def plot_gpu(gpu, precision="bf16", where=("HBM",)):
         name = text.get_text().split(" (")[0]
         if name in _LABELS:
             text.set_horizontalalignment(_LABELS[name][1])
+    _no_minor_ticks(fig.axes[0])
     return fig
+
+
+def _no_minor_ticks(ax) -> None:
+    """Every decade is labelled; unlabelled minor ticks on log axes cost half the drawing time."""
+    from matplotlib.ticker import NullLocator
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_locator(NullLocator())

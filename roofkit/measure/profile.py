@@ -56,6 +56,20 @@ class Profile:
     gpu: dict | None = None
     gpu_status: str = "GPU: not looked for."
     elapsed_s: float | None = None
+    remeasured: list[str] = field(default_factory=list)  # the groups timed again after a failed check
+
+    @property
+    def sane(self) -> bool:
+        """Whether every check of :mod:`roofkit.measure.sanity` passes on this profile's numbers."""
+        from . import sanity
+
+        return not sanity.failed(self.sanity())
+
+    def sanity(self) -> list:
+        """The checks of :mod:`roofkit.measure.sanity`, run on this profile's numbers."""
+        from . import sanity
+
+        return sanity.check(self)
 
     # --- roofs -----------------------------------------------------------------
 
@@ -165,6 +179,9 @@ class Profile:
                       f"  numpy in cache-sized blocks     {ms(f['blocked_s'])}   {f['unfused_s'] / f['blocked_s']:.3g}x",
                       f"  numpy as one expression         {ms(f['expression_s'])}   "
                       f"{f['unfused_s'] / f['expression_s']:.3g}x (fresh temporaries)"]
+        from . import sanity
+
+        lines += ["", sanity.report(self.sanity(), self.remeasured)]
         lines += ["", self.gpu_status]
         if self.gpu:
             g = self.gpu
@@ -198,6 +215,7 @@ class Profile:
         return {"roofkit_profile": FORMAT, **data,
                 "ridge": {p: self.ridge(p) for p in self.peak_flops_per_s},
                 "prediction_table": self.table(), "median_error_outside_caches": self.median_error(),
+                "sane": self.sane, "checks": [c.to_dict() for c in self.sanity()],
                 "catalog_entry": self.entry("cpu")}
 
     @classmethod
