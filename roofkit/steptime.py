@@ -50,7 +50,7 @@ from .units import positive, whole
 
 __all__ = ["ATTENTION", "RECOMPUTE", "ADAM_BYTES_PER_PARAM", "BACKWARD_GEMM", "BACKWARD_FLASH", "Roofs", "roofs",
            "shard", "layer_kernels", "backward_kernels", "recompute_kernels", "head_kernels", "kernel_time",
-           "kernels_time", "MicrobatchTime", "microbatch", "optimizer_s", "recompute_mode"]
+           "kernels_time", "MicrobatchTime", "microbatch", "optimizer_s", "recompute_mode", "compare_training"]
 
 ATTENTION = ("flash", "unfused")
 RECOMPUTE = ("none", "selective", "full")
@@ -208,7 +208,7 @@ def _mlp(S, T, b, moe: bool, ep: int) -> list[layertime.Kernel]:
 
 
 def layer_kernels(model, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, attention="flash", moe=None,
-                  dtype="bf16") -> list[layertime.Kernel]:
+                  dtype="bf16", eager=False) -> list[layertime.Kernel]:
     """The forward kernels of one decoder layer on one GPU, for ``batch`` sequences of ``seq`` tokens.
 
     The GPU holds 1/``tp`` of the heads and of the MLP (:func:`shard`) and 1/``cp``
@@ -219,7 +219,8 @@ def layer_kernels(model, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, a
     MLP is the mixture of experts (default: when the model has one), its experts
     spread over ``ep`` GPUs. A dense model's kernels are the layer model's
     (:func:`roofkit.layertime.kernels`); ``attention='unfused'`` replaces
-    FlashAttention by the three kernels that write the scores to HBM.
+    FlashAttention by the three kernels that write the scores to HBM. ``eager``:
+    the kernels PyTorch eager runs (:func:`roofkit.layertime.kernels`).
     """
     M = models.get(model)
     t, c, e = whole(tp, "tp"), whole(cp, "cp"), whole(ep, "ep")
@@ -231,8 +232,8 @@ def layer_kernels(model, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, a
     T = B * s
     moe = M.moe if moe is None else bool(moe)
     if not (M.moe or M.mla):
-        ks = [k for k in layertime.kernels(S, B, s, dtype=dtype) if k.op != "attn"]
-        at = next(i for i, k in enumerate(layertime.kernels(S, B, s, dtype=dtype)) if k.op == "attn")
+        ks = [k for k in layertime.kernels(S, B, s, dtype=dtype, eager=eager) if k.op != "attn"]
+        at = next(i for i, k in enumerate(layertime.kernels(S, B, s, dtype=dtype, eager=eager)) if k.op == "attn")
         ks[at:at] = _attention(S, B, s, attention, b)
     else:
         ks = [_kernel("norm1", "norm1", formulas.rmsnorm(T, S.d_model, b), "norm")]
@@ -362,3 +363,34 @@ def microbatch(model, hw, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, 
     head = head_kernels(M, batch, seq, tp, cp, dtype)
     return MicrobatchTime(kernels_time(fwd, r), kernels_time(bwd, r), kernels_time(rec, r), *moe,
                           kernels_time(head, r), kernels_time(backward_kernels(head), r), attention_s, n, r)
+
+
+def compare_training(dataset=None) -> list[dict]:
+    """The step model's forward and backward against layers timed as training runs them (``roofkit measure``).
+
+    For each ``training`` case of a layers dataset (:func:`roofkit.measure.layers.load_layers`):
+    the layer's eager kernels (:func:`layer_kernels`), its backward (:func:`backward_kernels`),
+    each at the roofs and floor calibrated on the same dataset's inference layers
+    (:func:`roofkit.layertime.calibrate`). Rows: label, measured and predicted forward and backward
+    seconds, and their ratios (predicted / measured). An empty list when the dataset has no training cases
+    (the H200 one shipped with roofkit predates them).
+    """
+    from .measure.layers import load_layers
+
+    data = load_layers(dataset)
+    if not data.training:
+        return []
+    cal = layertime.calibrate(data)
+    r = Roofs(cal.peak("bf16"), cal.bandwidth, cal.floor_s, True, cal.source)
+    rows = []
+    for case in data.training:
+        shape = models.get(case.model)
+        if (shape.d_model, shape.heads, shape.kv_heads, shape.d_ff, shape.head_dim) != \
+                (case.d, case.H, case.KV, case.ff, case.head_dim):
+            raise InvalidValue(f"the measured {case.model!r} has another shape than the catalog's.")
+        fwd = layer_kernels(shape, case.batch, case.seq, eager=True)
+        f_s, b_s = kernels_time(fwd, r), kernels_time(backward_kernels(fwd), r)
+        rows.append({"label": case.label, "measured_forward_s": case.forward_s, "measured_backward_s": case.backward_s,
+                     "forward_s": f_s, "backward_s": b_s, "forward_ratio": f_s / case.forward_s,
+                     "backward_ratio": b_s / case.backward_s})
+    return rows

@@ -243,7 +243,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     if sequences < 1 - 1e-9:
         raise InvalidValue(f"a global batch of {B:g} tokens gives each of the dp = {d} replicas {sequences:.3g} "
                            f"sequences of {S} tokens; it needs at least {S * d} tokens.")
-    m = whole(microbatches, "microbatches") if microbatches is not None else max(1, round(sequences))
+    m = whole(microbatches, "microbatches") if microbatches is not None else max(1, math.floor(sequences + 1e-9))
     if m > sequences * (1 + 1e-9):
         raise InvalidValue(f"microbatches = {m} but each replica has only {sequences:.4g} sequences of {S} tokens: "
                            f"choose at most {math.floor(sequences + 1e-9)}.")

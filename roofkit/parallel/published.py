@@ -29,7 +29,7 @@ from importlib import resources
 
 from ..errors import InvalidValue
 
-__all__ = ["Run", "SETS", "load", "published_step_s", "plan_args", "predict", "flops_per_step"]
+__all__ = ["Run", "SETS", "load", "published_step_s", "plan_args", "predict", "flops_per_step", "compare"]
 
 SETS = {"fitting": "training.json", "held-out": "training_heldout.json"}
 
@@ -147,3 +147,14 @@ def predict(run: Run, calibrated: bool = False, constants=None):
     from .plan import plan
 
     return plan(**plan_args(run), calibrated=calibrated, constants=constants)
+
+
+def compare(which: str = "all", constants=None) -> list[dict]:
+    """One row per run: case, set, published step time, and predicted / published for the bound and calibrated."""
+    rows = []
+    for run in load(which):
+        pub = published_step_s(run)
+        rows.append({"case": run.case, "set": "held-out" if run.held_out else "fitting", "published_s": pub,
+                     "bound_ratio": predict(run).step_time_s / pub,
+                     "calibrated_ratio": predict(run, calibrated=True, constants=constants).step_time_s / pub})
+    return rows
