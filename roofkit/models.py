@@ -282,21 +282,23 @@ CATALOG: Catalog[Model] = Catalog(Model, _read, UnknownModel, "model")
 def get(name) -> Model:
     """The model called ``name`` (or an alias), a Model, a table (dict) or a model file; see the module's docstring.
 
-    A name that looks like a file (it ends in .toml or .json, or names a file
-    that exists) is read with :func:`load_file`; any other name is looked up in
-    the catalog, and UnknownModel lists the closest names.
+    A name that ends in .toml or .json is read with :func:`load_file`; any other
+    name is looked up in the catalog (Hugging Face ids such as
+    "meta-llama/Llama-2-7b-hf" are aliases there), then, if the catalog lacks it
+    and it names a file, read from that file. UnknownModel lists the closest names.
     """
     if isinstance(name, Model):
         return name
     if isinstance(name, dict):
         return from_table(name)
-    if isinstance(name, os.PathLike) or (isinstance(name, str) and _looks_like_file(name)):
+    if isinstance(name, os.PathLike) or (isinstance(name, str) and name.lower().endswith((".toml", ".json"))):
         return load_file(name)
-    return CATALOG.get(name)
-
-
-def _looks_like_file(name: str) -> bool:
-    return name.lower().endswith((".toml", ".json")) or os.sep in name or os.path.isfile(name)
+    try:
+        return CATALOG.get(name)
+    except UnknownModel:
+        if isinstance(name, str) and os.path.isfile(name):  # a file without the usual suffix
+            return load_file(name)
+        raise
 
 
 def from_table(table: dict, key: str | None = None, source: str | None = None) -> Model:

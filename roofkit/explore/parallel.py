@@ -62,7 +62,7 @@ def explorer_state(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
 
     Keys: ``model``, ``accelerator``, ``gpus``, ``tp``, ``pp``, ``zero``,
     ``global_batch_tokens``, ``seq``, ``recompute``, ``calibrated`` (the bound, or
-    the calibrated estimate), then either ``error`` or
+    the calibrated estimate; sequence parallelism whenever TP > 1), then either ``error`` or
     ``dp``, ``layout``, ``memory_gb`` (per part), ``memory_per_gpu_bytes``,
     ``capacity_bytes``, ``fits``, ``step_time_s``, ``compute_s``,
     ``communication_s``, ``bubble_s``, ``mfu``, ``warnings``; and ``summary``
@@ -70,7 +70,7 @@ def explorer_state(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
 
     >>> s = explorer_state("llama-3-70b", "h100", 1024, 8, 4, 1)
     >>> s["dp"], s["fits"], round(s["mfu"], 2)
-    (32, True, 0.65)
+    (32, True, 0.86)
     >>> explorer_state("llama-3-70b", "h100", 8, 8, 4)["error"]
     'gpus = 8 is not a multiple of tp x cp x pp = 32; choose tp, cp and pp whose product divides 8.'
     """
@@ -81,7 +81,7 @@ def explorer_state(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
         M, acc = models.get(model), hardware.get(hw)
         state["model"], state["accelerator"] = M.key, acc.key
         p = parallel.plan(M, acc, gpus, global_batch_tokens, seq, tp=tp, pp=pp, zero=zero, recompute=recompute,
-                          calibrated=bool(calibrated))
+                          sequence_parallel=tp > 1, calibrated=bool(calibrated))
     except RoofkitError as error:
         state["error"] = str(error)
         state["summary"] = f"{model} on {gpus} x {hw}, TP {tp} · PP {pp} · ZeRO-{zero}: cannot plan: {error}"
@@ -104,7 +104,7 @@ def summary(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1, globa
     """The explorer's state as one line of text (or roofkit's message for a layout it cannot plan).
 
     >>> print(summary())
-    Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: 32.1 GB per GPU (fits); step 3.12 s (compute 65%, communication 23%, bubble 12%); MFU 64.7%
+    Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: 32.1 GB per GPU (fits); step 2.36 s (compute 84%, communication 0%, bubble 16%); MFU 85.7% (bound)
     """
     return explorer_state(model, hw, gpus, tp, pp, zero, global_batch_tokens, seq, recompute, calibrated)["summary"]
 

@@ -8,7 +8,7 @@ the tensor cores' peak; ``weights_dtype`` and ``kv_dtype`` default to it.
 
     >>> s = serve("llama-3-70b", "h100", gpus=8, context=8192)
     >>> s.memory.max_batch, round(s.tpot_s * 1e3, 2), round(s.tokens_per_s)
-    (176, 6.65, 150)
+    (176, 6.66, 150)
 """
 
 from __future__ import annotations

@@ -60,4 +60,4 @@ def tp_critical_degree(d_ff, peak_flops, bandwidth, gated=False):
     (13.0, 19.6)
     """
     k = MLP_MATMULS[bool(gated)]
-    return k / 2 * positive(d_ff, "d_ff") * positive(bandwidth, "bandwidth") / positive(peak_flops, "peak_flops")
+    return k * positive(d_ff, "d_ff") * positive(bandwidth, "bandwidth") / (2 * positive(peak_flops, "peak_flops"))

@@ -334,10 +334,16 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
         eta = k.overlap_efficiency if overlap else 0.0
         per_step = zero < 3 or policy == "per-step"
         for kind, (collective, calls) in zero_collectives(zero, m, policy, mode).items():
-            window = (backward_mb if kind == "dp" else forward_mb) if per_step else stage_mb
+            # once a step: gradients hide behind the last micro-batch's backward, weights behind the first forward
+            window = backward_mb if kind == "dp" else forward_mb
             record(kind, collective, grads, calls, shards, t,
-                   exposed=lambda total, w=window, n=calls: max(0.0, total - eta * w * (n if not per_step else 1)),
+                   exposed=lambda total, w=window: max(0.0, total - eta * w),
                    pieces=1 if per_step else max(1, round(layers_here)))  # FSDP gathers layer by layer
+        if not per_step:  # every micro-batch's gathers and reduce-scatter share that micro-batch's compute
+            traffic = comm["dp"]["time_s"] + comm["zero"]["time_s"]
+            exposed = max(0.0, traffic - eta * m * stage_mb)
+            for kind in ("dp", "zero"):
+                comm[kind]["exposed_s"] = exposed * comm[kind]["time_s"] / traffic if traffic else 0.0
 
     # --- the bound: every link's traffic hidden as far as it fits in the step ----------------------------------
     if not calibrated:
