@@ -272,7 +272,8 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     ax.set_xlim(0, end * 1.25)
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
-    return _finish(ax, title or "What each GPU holds", ncols=2, pad=34)
+    parts = len(ax.get_legend_handles_labels()[1])
+    return _finish(ax, title or "What each GPU holds", ncols=2 if parts <= 4 else 3, pad=34)
 
 
 def plan_table(plans, labels=None) -> str:

@@ -11,15 +11,20 @@ data-parallel replica, each pipeline stage holding v chunks of layers::
          + the optimizer step                       Adam over this GPU's shard, at HBM speed
 
 t_mb is one micro-batch through this GPU's share of the layers and of the
-head, forward, backward and recomputation, kernel by kernel
-(:mod:`roofkit.steptime`). Communication per micro-batch and layer:
+head (the output layer and the cross-entropy; the embedding lookup is a gather,
+left out), forward, backward and recomputation, kernel by kernel
+(:mod:`roofkit.steptime`), the stages balanced (as Llama 3 balanced them by
+moving a layer off the first and the last stage). Communication per micro-batch and layer:
 
 * TP (Megatron-LM, Shoeybi et al. 2019): two all-reduces of the activations
   [b s, d] in the forward pass and two in the backward (two more when the
   forward is recomputed in full); with sequence parallelism, an all-gather and
   a reduce-scatter in place of each, the same bytes (Korthikanti et al. 2022).
 * CP (Llama 3, arXiv:2407.21783, section 3.3.2): an all-gather of K and V in
-  the forward pass (again when recomputed), a reduce-scatter of their gradients.
+  the forward pass (again when recomputed), a reduce-scatter of their gradients;
+  ring attention (Liu et al. 2023, arXiv:2310.01889) passes the same K and V
+  blocks around a ring instead, the same bytes, and can hide them behind the
+  attention of the block at hand (the bound does, the estimate does not).
 * EP: four all-to-alls per MoE layer (:mod:`roofkit.parallel.experts`).
 * PP: one send of the activations per stage boundary each way; only filling and
   draining the pipeline, 2(p - 1) sends, wait for them.
