@@ -1,8 +1,14 @@
-"""How well does the α-β model describe real messages on this machine? `roofkit measure --comms`'s fit.
+"""How well do roofkit's collectives describe real ones? Published nccl-tests results, and this machine's messages.
 
-    python benchmarks/comms.py [--processes N] [--backend auto|socket|gloo|nccl] [--plot comms.png]
+    python benchmarks/comms.py [--published-only] [--processes N] [--backend auto|socket|gloo|nccl] [--plot comms.png]
 
-Not a pass/fail test: the figures are machine-specific and, on a shared
+First, roofkit's NCCL model (roofkit.comms, roofkit.nccl) against published
+nccl-tests bus bandwidths: the bound (line rate, NCCL's per-step latency) must
+never fall below a published figure; the calibrated estimate (NCCL's latencies,
+the bandwidth nccl-tests measures on the link) should land near it. Then (unless
+--published-only) `roofkit measure --comms`'s fit on this machine.
+
+Not a pass/fail test: the local figures are machine-specific and, on a shared
 machine, noisy (every point is the best of several runs). It prints, for a
 point-to-point ping-pong and a ring all-reduce between local processes:
 
@@ -21,7 +27,33 @@ import sys
 import time
 from pathlib import Path
 
+from roofkit import comms
 from roofkit.measure import comms as mc
+
+# published nccl-tests results: (label, collective, bytes, gpus per node, nodes, link, algorithm, busbw GB/s, source)
+PUBLISHED = [
+    ("8 x H100, ring", "all-reduce", 8e9, 8, 1, "hgx-h100", "ring", 370, "scaling book, gpus.md"),
+    ("8 x H100, NVLS", "all-reduce", 8e9, 8, 1, "hgx-h100", "auto", 480, "scaling book, gpus.md"),
+    ("8 x H100, NVLS", "all-reduce", 8e9, 8, 1, "hgx-h100", "auto", 476, "NVIDIA/nccl-tests issue 290"),
+    ("8 x A100, ring", "all-reduce", 8e9, 8, 1, "hgx-a100", "ring", 235, "ml-engineering, network/README.md"),
+    ("one NDR NIC", "all-reduce", 8e9, 1, 2, "ib-ndr", "ring", 47, "NVIDIA/nccl-tests issue 290: 46-48 per NIC"),
+    ("one HDR NIC", "all-reduce", 8e9, 1, 2, "ib-hdr", "ring", 24, "NVIDIA/nccl-tests issue 119: about 24 per NIC"),
+]
+
+
+def published() -> None:
+    print("== roofkit's collectives against published nccl-tests results (bus bandwidth, GB/s) ==")
+    print(f"  {'run':<26} {'published':>9} {'bound':>7} {'calibrated':>10}  source")
+    for label, c, size, k, m, link, algorithm, busbw, source in PUBLISHED:
+        if m == 1:
+            b, e = (comms.collective(c, size, k, link, algorithm, calibrated=cal) for cal in (False, True))
+        else:  # one GPU per node: the NIC's own ring
+            b, e = (comms.collective(c, size, m, link, algorithm, calibrated=cal) for cal in (False, True))
+        print(f"  {label:<26} {busbw:>9} {b.busbw / 1e9:>7.0f} {e.busbw / 1e9:>10.0f}  {source}")
+    ring = comms.all_reduce(8e9, 8, "hgx-h100", "ring", calibrated=True)
+    auto = comms.all_reduce(8e9, 8, "hgx-h100", "auto", calibrated=True)
+    print(f"  roofkit comm all-reduce --bytes 8GB --gpus 8 --link hgx-h100 --calibrated: ring {ring.busbw / 1e9:.0f} "
+          f"GB/s busbw, auto ({auto.algorithm}) {auto.busbw / 1e9:.0f} GB/s")
 
 
 def table(fit) -> str:
@@ -36,7 +68,11 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--backend", default="auto", choices=mc.BACKENDS)
     parser.add_argument("--plot", help="save the default run's plot here")
+    parser.add_argument("--published-only", action="store_true", help="only the published nccl-tests comparison")
     args = parser.parse_args()
+    published()
+    if args.published_only:
+        return
 
     for quick in (False, True):
         profile = mc.measure_comms(quick=quick, processes=args.processes, backend=args.backend)

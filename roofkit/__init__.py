@@ -12,8 +12,10 @@ The modules, one concept each:
     layertime  a decoder layer's time, calibrated      roofkit.layertime.predict("llama-3-8b", 1, 1, 8192, "h200")
     layerview  a layer's op table and its figures      roofkit.layerview.table(layerview.place(ops, "h100"))
     links      interconnects, per direction, sourced  roofkit.links.get("nvlink4").bandwidth
-    comms      collectives with the alpha-beta model  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
-    parallel   DP/ZeRO/TP/PP: step time, MFU, memory  roofkit.parallel.plan("llama-3-70b", "h100", ...)
+    comms      collectives, alpha-beta and as NCCL runs them  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
+    nccl       NCCL's algorithms, protocols, latencies roofkit.nccl.protocol_share("LL")
+    steptime   a training micro-batch, kernel by kernel roofkit.steptime.microbatch("llama-3-8b", "h100", 1, 8192)
+    parallel   DP/ZeRO/TP/PP/CP/EP: step, MFU, memory  roofkit.parallel.plan("llama-3-70b", "h100", ...)
     plots_parallel  collective, step-time, memory plots  roofkit.plots_parallel.step_plot([plan])
     inference  serving: KV cache, memory, TTFT, TPOT  roofkit.inference.serve("llama-3-70b", "h100", 8, 8192)
 
@@ -37,7 +39,7 @@ from .errors import (
 
 __version__ = "0.1.0"
 
-_MODULES = {"hardware", "models", "links", "comms", "parallel", "plots_parallel", "inference",
+_MODULES = {"hardware", "models", "links", "comms", "nccl", "steptime", "parallel", "plots_parallel", "inference",
             "formulas", "roofline", "layertime", "layerview", "precision", "training", "fusion",
             "dtypes", "units", "errors", "measure", "quiz", "course", "grading", "cli"}
 

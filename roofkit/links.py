@@ -113,6 +113,10 @@ class Link:
     over: str | None = None
     links: int | None = None
     ring_links: int = 1
+    nvls: bool = False  # NVLink SHARP: the NVSwitch chips reduce (Hopper and later)
+    sharp: bool = False  # the network's switches can reduce (InfiniBand SHARP)
+    nccl_bandwidth: float | None = None  # bytes/s per direction NCCL's ring reaches (measured or NCCL's figure)
+    nvls_busbw: float | None = None  # bytes/s: nccl-tests' bus bandwidth of an NVLS all-reduce on the domain
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -139,18 +143,28 @@ class Link:
             "bandwidth_convention": "per direction, one GPU (port, link)",
             "collective_bandwidth_bytes_per_s": self.collective_bandwidth, "latency_s": self.latency,
             "gpus": self.gpus, "over": self.over, "links": self.links, "ring_links": self.ring_links,
+            "nvls": self.nvls, "sharp": self.sharp, "nccl_bandwidth_bytes_per_s": self.nccl_bandwidth,
+            "nvls_busbw_bytes_per_s": self.nvls_busbw,
             "aliases": list(self.aliases), "sources": dict(self.sources), "notes": list(self.notes),
         }
 
 
 _FIELDS = {"name", "aliases", "kind", "role", "quoted", "quoted_unit", "direction", "scope", "gpus", "over",
-           "links", "ring_links", "latency_us", "source", "sources", "cross_check", "notes"}
+           "links", "ring_links", "latency_us", "source", "sources", "cross_check", "notes", "nvls", "sharp",
+           "nccl_gb_s", "nvls_busbw_gb_s"}
 
 
 def _choice(table: dict, name: str, choices, where: str) -> str:
     value = table.get(name)
     if value not in choices:
         raise InvalidValue(f"{where}: {name} = {value!r}; expected one of: {', '.join(choices)}.")
+    return value
+
+
+def _flag(table: dict, name: str, where: str) -> bool:
+    value = table.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidValue(f"{where}: {name} must be true or false; got {value!r}.")
     return value
 
 
@@ -163,7 +177,8 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     gpus = whole(table["gpus"], f"{where}: gpus", integer_only=True) if "gpus" in table else None
     cite = lambda source_id: sources.get(source_id, source_id)  # noqa: E731
     cited = {"*": cite(table["source"])}
-    cited |= {f: cited["*"] for f in ("quoted", "gpus", "links", "ring_links", "latency_us") if f in table}
+    cited |= {f: cited["*"] for f in ("quoted", "gpus", "links", "ring_links", "latency_us", "nvls", "sharp",
+                                      "nccl_gb_s", "nvls_busbw_gb_s") if f in table}
     cited |= {f: cite(s) for f, s in table.get("sources", {}).items()}
     if "cross_check" in table:
         cited["cross_check"] = cite(table["cross_check"])
@@ -176,6 +191,11 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
         gpus=gpus, over=table.get("over"),
         links=whole(table["links"], f"{where}: links", integer_only=True) if "links" in table else None,
         ring_links=whole(table.get("ring_links", 1), f"{where}: ring_links", integer_only=True),
+        nvls=_flag(table, "nvls", where), sharp=_flag(table, "sharp", where),
+        nccl_bandwidth=(float(positive(table["nccl_gb_s"], f"{where}: nccl_gb_s")) * 1e9
+                        if "nccl_gb_s" in table else None),
+        nvls_busbw=(float(positive(table["nvls_busbw_gb_s"], f"{where}: nvls_busbw_gb_s")) * 1e9
+                    if "nvls_busbw_gb_s" in table else None),
         aliases=tuple(table.get("aliases", ())), sources=cited, notes=tuple(table.get("notes", ())),
     )
 

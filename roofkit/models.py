@@ -15,6 +15,13 @@ case-insensitive, spaces, dashes and underscores ignored, aliases such as the
 Hugging Face repository id (``"meta-llama/Llama-2-7b-hf"``); an unknown name is
 an :class:`UnknownModel` error that suggests the closest ones.
 
+Any model, not only the catalog's: :func:`get` also takes a Model, a table in
+the catalog's format (a dict), or the path of a file: a TOML file holding one
+table in the catalog's format (``source`` optional), or a Hugging Face
+``config.json`` (Llama, Mistral, Mixtral, Qwen, GPT-2, GPT-NeoX, DeepSeek field
+names, :func:`from_hf_config`). A missing or unknown field is one error that
+names it.
+
 The parameter count is computed from the shape, never stored: the weight
 matrices of every layer (:func:`roofkit.formulas.transformer_layer_params`),
 the embeddings, the output layer unless it is tied, and the final norm.
@@ -22,6 +29,8 @@ the embeddings, the output layer unless it is tied, and the final norm.
 
 from __future__ import annotations
 
+import os
+import pathlib
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -30,7 +39,8 @@ from .catalog import Catalog, check_table
 from .errors import InvalidValue, UnknownName
 from .units import whole
 
-__all__ = ["Model", "UnknownModel", "get", "catalog", "names"]
+__all__ = ["Model", "UnknownModel", "get", "catalog", "names", "from_table", "from_hf_config", "load_file",
+           "HF_FAMILIES"]
 
 MLPS = ("swiglu", "gelu")
 NORMS = ("rmsnorm", "layernorm")
@@ -269,9 +279,173 @@ def _read() -> list[Model]:
 CATALOG: Catalog[Model] = Catalog(Model, _read, UnknownModel, "model")
 
 
-def get(name: str | Model) -> Model:
-    """The model called ``name`` (or an alias); UnknownModel lists the closest names."""
-    return CATALOG.get(name)
+def get(name) -> Model:
+    """The model called ``name`` (or an alias), a Model, a table (dict) or a model file; see the module's docstring.
+
+    A name that ends in .toml or .json is read with :func:`load_file`; any other
+    name is looked up in the catalog (Hugging Face ids such as
+    "meta-llama/Llama-2-7b-hf" are aliases there), then, if the catalog lacks it
+    and it names a file, read from that file. UnknownModel lists the closest names.
+    """
+    if isinstance(name, Model):
+        return name
+    if isinstance(name, dict):
+        return from_table(name)
+    if isinstance(name, os.PathLike) or (isinstance(name, str) and name.lower().endswith((".toml", ".json"))):
+        return load_file(name)
+    try:
+        return CATALOG.get(name)
+    except UnknownModel:
+        if isinstance(name, str) and os.path.isfile(name):  # a file without the usual suffix
+            return load_file(name)
+        raise
+
+
+def from_table(table: dict, key: str | None = None, source: str | None = None) -> Model:
+    """A Model from one table in the catalog's format (fields of data/models.toml; ``source`` optional).
+
+    >>> m = from_table({"layers": 2, "d_model": 64, "heads": 4, "d_ff": 256, "vocab": 1000})
+    >>> m.key, m.kv_heads, m.head_dim, m.source("d_ff")
+    ('custom', 4, 16, 'given as a table')
+    """
+    if not isinstance(table, dict):
+        raise InvalidValue(f"a model table is a mapping of fields to values; got {type(table).__name__}.")
+    table = dict(table)
+    key = str(table.pop("key", None) or key or table.get("name") or "custom")
+    table.setdefault("source", source or "given as a table")
+    return _from_table(key, table, {})
+
+
+def load_file(path) -> Model:
+    """A Model from a file: a TOML file with one table in the catalog's format, or a Hugging Face config.json.
+
+    The TOML file holds either one table (``[my-model]`` and its fields) or the
+    fields at its top level (the key is then the file's name). A ``.json`` file
+    is a Hugging Face ``config.json`` (:func:`from_hf_config`), or a table in the
+    catalog's format when it has ``d_model``.
+    """
+    import json
+
+    p = pathlib.Path(path)
+    if not p.is_file():
+        raise InvalidValue(f"model file {str(p)!r} does not exist; give a catalog name ({', '.join(names()[:4])}, "
+                           f"...), a TOML file or a Hugging Face config.json.")
+    text = p.read_text(encoding="utf-8")
+    where = f"the file {p.name}"
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InvalidValue(f"{where} is not valid JSON: {error.msg} (line {error.lineno}).") from None
+        if not isinstance(data, dict):
+            raise InvalidValue(f"{where} holds a JSON {type(data).__name__}, not an object of fields.")
+        if "d_model" in data:
+            return from_table(data, key=p.stem, source=f"{where}")
+        return from_hf_config(data, key=p.stem, source=f"{where} (a Hugging Face config.json)")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidValue(f"{where} is not valid TOML: {error}.") from None
+    tables = {k: v for k, v in data.items() if isinstance(v, dict) and k != "sources"}
+    if "layers" in data or not tables:
+        return from_table(data, key=p.stem, source=f"{where}")
+    if len(tables) != 1:
+        raise InvalidValue(f"{where} holds {len(tables)} tables ({', '.join(tables)}); a model file holds one.")
+    (key, table), = tables.items()
+    return from_table(table, key=key, source=f"{where}")
+
+
+# Hugging Face config.json field names, per family: roofkit field -> config field
+_HF_COMMON = {"layers": "num_hidden_layers", "d_model": "hidden_size", "heads": "num_attention_heads",
+              "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "d_ff": "intermediate_size",
+              "vocab": "vocab_size", "tied_embeddings": "tie_word_embeddings", "context": "max_position_embeddings"}
+_HF_GPT2 = {"layers": "n_layer", "d_model": "n_embd", "heads": "n_head", "d_ff": "n_inner", "vocab": "vocab_size",
+            "context": "n_positions", "tied_embeddings": "tie_word_embeddings"}
+_HF_DEEPSEEK = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
+                "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim", "experts": "n_routed_experts",
+                "experts_per_token": "num_experts_per_tok", "shared_experts": "n_shared_experts",
+                "moe_d_ff": "moe_intermediate_size", "dense_layers": "first_k_dense_replace"}
+_HF_MIXTRAL = {"experts": "num_local_experts", "experts_per_token": "num_experts_per_tok"}
+_HF_QWEN_MOE = {"experts": "num_experts", "experts_per_token": "num_experts_per_tok",
+                "moe_d_ff": "moe_intermediate_size"}
+# model_type -> (field names, the rest of the architecture)
+HF_FAMILIES = {
+    "llama": (_HF_COMMON, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "mistral": (_HF_COMMON, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "mixtral": (_HF_COMMON | _HF_MIXTRAL, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "qwen2": (_HF_COMMON, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "qwen3": (_HF_COMMON, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "qwen2_moe": (_HF_COMMON | _HF_QWEN_MOE, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "qwen3_moe": (_HF_COMMON | _HF_QWEN_MOE, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "gpt2": (_HF_GPT2, {"mlp": "gelu", "norm": "layernorm", "bias": True}),
+    "gpt_neox": (_HF_COMMON, {"mlp": "gelu", "norm": "layernorm", "bias": True}),
+    "deepseek_v2": (_HF_COMMON | _HF_DEEPSEEK, {"mlp": "swiglu", "norm": "rmsnorm"}),
+    "deepseek_v3": (_HF_COMMON | _HF_DEEPSEEK, {"mlp": "swiglu", "norm": "rmsnorm"}),
+}
+_HF_REQUIRED = ("layers", "d_model", "heads", "d_ff", "vocab")
+_HF_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu",
+                   "gelu_pytorch_tanh": "gelu", "relu": "gelu"}
+
+
+def _hf_family(config: dict) -> str:
+    family = config.get("model_type")
+    if family is None:
+        family = "gpt2" if "n_embd" in config else "llama"
+    if family not in HF_FAMILIES:
+        raise InvalidValue(f"config.json: model_type {family!r} is not one roofkit reads; it reads: "
+                           f"{', '.join(HF_FAMILIES)}. Or write the shape as a TOML table in the catalog's format.")
+    return family
+
+
+def from_hf_config(config: dict, key: str | None = None, source: str | None = None) -> Model:
+    """A Model from a Hugging Face ``config.json`` (as a dict), by its ``model_type``'s field names.
+
+    Llama, Mistral, Mixtral, Qwen (2, 3, MoE), GPT-2, GPT-NeoX and DeepSeek (V2,
+    V3: latent attention, routed and shared experts). A missing field the shape
+    needs, or an activation or model_type roofkit does not read, is one
+    InvalidValue naming it.
+
+    >>> m = from_hf_config({"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+    ...                     "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+    ...                     "vocab_size": 128256})
+    >>> round(m.params / 1e9, 2)
+    8.03
+    """
+    family = _hf_family(config)
+    fields, arch = HF_FAMILIES[family]
+    table = dict(arch)
+    for ours, theirs in fields.items():
+        if theirs in config and config[theirs] is not None:
+            table[ours] = config[theirs]
+    if family == "gpt2":
+        table.setdefault("d_ff", 4 * table["d_model"] if "d_model" in table else None)
+        table["positions"] = config.get("n_positions", 0)
+        table.setdefault("tied_embeddings", True)
+        activation = config.get("activation_function", "gelu_new")
+    else:
+        activation = config.get("hidden_act", "silu" if arch["mlp"] == "swiglu" else "gelu")
+    if family == "gpt_neox":
+        table["tied_embeddings"] = bool(config.get("tie_word_embeddings", False))
+    missing = [f for f in _HF_REQUIRED if table.get(f) is None]
+    if missing:
+        names = [fields.get(f, f) for f in missing]
+        raise InvalidValue(f"config.json ({family}): missing field(s) {', '.join(names)}, which the shape needs "
+                           f"(roofkit's {', '.join(missing)}).")
+    if activation not in _HF_ACTIVATIONS:
+        raise InvalidValue(f"config.json ({family}): hidden_act {activation!r} is not one roofkit reads; it reads: "
+                           f"{', '.join(_HF_ACTIVATIONS)}.")
+    if family not in ("gpt2", "gpt_neox"):
+        table["mlp"] = _HF_ACTIVATIONS[activation]
+    if family.startswith("deepseek"):
+        table["moe_d_ff"] = table.get("moe_d_ff")
+        if table.get("q_lora_rank") is None:
+            table.pop("q_lora_rank", None)
+    if family in ("mixtral",):
+        table["moe_d_ff"] = table["d_ff"]
+    table = {k: v for k, v in table.items() if v is not None}
+    name = config.get("_name_or_path") or key or family
+    table.setdefault("name", str(name))
+    return from_table(table, key=key or str(name), source=source or "a Hugging Face config.json")
 
 
 def catalog() -> list[Model]:

@@ -1,10 +1,12 @@
 """Figures and tables of many-GPU training: what a collective costs, where a step's time goes, what a GPU holds.
 
     collective_plot("all-reduce", [("hgx-h100", 8), ("hgx-h100", "ib-ndr", 8, 16)])
-    step_plot(plans)         one bar per plan: compute | exposed communication | pipeline bubble, with its MFU
+    step_plot(plans)         one bar per plan: compute | exposed communication | bubble | optimizer, with its MFU
     memory_plot(plans)       one bar per plan: weights | gradients | optimizer states | activations, and the HBM
     plan_table(plans)        the same numbers as text, one row per plan
     link_table(keys)         links as their sources quote them, and per direction
+    published_plot(rows)     predicted against published step time for published runs, bound and calibrated
+    published_table(rows)    the same as text
 
 Every number comes from :mod:`roofkit.comms` and :mod:`roofkit.parallel`; this
 module only draws. Figures are matplotlib ``Figure`` objects that pyplot does
@@ -12,10 +14,11 @@ not track (end a notebook cell with one; nothing is left open), or are drawn
 on ``ax=`` when given.
 
     >>> from roofkit import parallel, plots_parallel
-    >>> plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1)
+    >>> plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True,
+    ...                      calibrated=True)
     >>> print(plots_parallel.plan_table([plan]))
     layout                         GPUs  tok/GPU  GB/GPU  fits  step (s)  compute  comm.  bubble    MFU
-    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    32.1   yes      3.12      65%    23%     12%  64.7%
+    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    32.1   yes      5.29      67%    17%     16%  38.2%
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ from dataclasses import dataclass
 
 from .errors import InvalidValue
 
-__all__ = ["Curve", "collective_plot", "step_plot", "memory_plot", "plan_table", "link_table", "STEP_PARTS",
-           "MEMORY_PARTS"]
+__all__ = ["Curve", "collective_plot", "step_plot", "memory_plot", "plan_table", "link_table", "published_plot",
+           "published_table", "STEP_PARTS", "MEMORY_PARTS"]
 
 # (attribute or memory key, label, colour, hatch)
 STEP_PARTS = (("compute_s", "compute", "#4c72b0", ""), ("communication_s", "exposed communication", "#dd8452", ""),
-              ("bubble_s", "pipeline bubble", "#c7c7c7", "//"))
+              ("bubble_s", "pipeline bubble", "#c7c7c7", "//"), ("optimizer_s", "optimizer", "#55a868", ""))
 MEMORY_PARTS = (("weights", "weights", "#4c72b0"), ("grads", "gradients", "#55a868"),
-                ("optimizer", "optimizer states", "#8172b3"), ("activations", "activations", "#dd8452"))
+                ("optimizer", "optimizer states", "#8172b3"), ("activations", "activations", "#dd8452"),
+                ("gathered", "gathered weights (ZeRO-3)", "#937860"))
 
 
 @dataclass(frozen=True)
@@ -43,22 +47,34 @@ class Curve:
     inter: str | None = None
     nodes: int = 1
     label: str | None = None
+    algorithm: str = "ring"  # 'auto' lets NCCL's best algorithm and protocol change with the size
+    calibrated: bool = False
 
     def result(self, collective: str, size: float):
         """The :class:`roofkit.comms.Collective` (or ``Hierarchical``) of ``collective`` on ``size`` bytes."""
         from . import comms
 
         if self.inter is None or self.nodes == 1:
-            return comms.collective(collective, size, self.gpus, self.link)
-        return comms.hierarchical(collective, size, self.gpus, self.nodes, self.link, self.inter)
+            algorithm = self.algorithm if comms.canonical(collective) == "all-reduce" else (
+                "auto" if self.algorithm == "auto" else "ring")
+            return comms.collective(collective, size, self.gpus, self.link, algorithm, calibrated=self.calibrated)
+        algorithm = self.algorithm if self.algorithm in ("auto", "ring", "tree") else "auto"
+        return comms.hierarchical(collective, size, self.gpus, self.nodes, self.link, self.inter,
+                                  algorithm=algorithm, calibrated=self.calibrated)
 
     def times(self, collective: str, sizes):
-        """Seconds at each size: the α terms, plus a transfer that grows in proportion to the size."""
+        """Seconds at each size (the best protocol, and with 'auto' the best algorithm, at each)."""
+        import numpy as np
+
+        return np.array([self.result(collective, float(s)).time_s for s in np.asarray(sizes, dtype=float)])
+
+    def latency_bound_below(self, collective: str, sizes) -> float:
+        """The size below which the latency terms outweigh the transfer (the largest size where they do)."""
         import numpy as np
 
         sizes = np.asarray(sizes, dtype=float)
-        r = self.result(collective, float(sizes.max()))
-        return r.latency_s + r.transfer_s * sizes / r.size_bytes
+        bound = [s for s in sizes if self.result(collective, float(s)).latency_bound]
+        return float(max(bound)) if bound else float(sizes.min()) / 2
 
     def title(self) -> str:
         from . import links
@@ -66,7 +82,8 @@ class Curve:
         if self.label:
             return self.label
         if self.inter is None or self.nodes == 1:
-            return f"{self.gpus} GPUs in one ring over {_short(links.get(self.link).name)}"
+            how = "NCCL's fastest algorithm" if self.algorithm == "auto" else f"one {self.algorithm}"
+            return f"{self.gpus} GPUs, {how} over {_short(links.get(self.link).name)}"
         return (f"{self.gpus * self.nodes} GPUs: {self.nodes} nodes of {self.gpus}, "
                 f"{_short(links.get(self.inter).name)} between them")
 
@@ -83,6 +100,8 @@ def _curve(item) -> Curve:
         return Curve(**item)
     if isinstance(item, tuple) and len(item) in (2, 4):
         return Curve(*item) if len(item) == 2 else Curve(item[0], item[2], item[1], item[3])
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[2], str):  # (link, gpus, algorithm)
+        return Curve(item[0], item[1], algorithm=item[2])
     raise InvalidValue(f"a curve is (link, gpus), (intra, inter, gpus_per_node, nodes), a dict or a Curve; "
                        f"got {item!r}.")
 
@@ -118,11 +137,11 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
         raise InvalidValue(f"sizes must be (smallest, largest) bytes with 0 < smallest < largest; got {sizes!r}.")
     if ax is None:
         ax = Figure(figsize=(8.5, 5), layout="constrained").add_subplot()
-    S = np.geomspace(lo, hi, 161)
+    S = np.geomspace(lo, hi, 49)
     for i, curve in enumerate(chosen):
         colour = f"C{i}"
         times = curve.times(name, S)
-        star = curve.result(name, hi).latency_bound_below_bytes
+        star = curve.latency_bound_below(name, S)
         ax.plot(S, times, color=colour, lw=1.6, gid="collective-time", label=curve.title())
         bound = S <= star  # the latency-bound part, under a highlighter band
         if bound.any():
@@ -143,7 +162,7 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
     for axis in (ax.xaxis, ax.yaxis):  # decades only: minor ticks of a log axis cost a second to lay out
         axis.set_minor_locator(NullLocator())
     ax.grid(True, which="major", color="0.9", lw=0.6)
-    ax.set_title(title or f"{name}: T = steps·α + f·S/β")
+    ax.set_title(title or f"{name}: T = steps·α + f·S/β, the best protocol at each size")
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9,
               title="broad band: latency-bound, S < S* (the α terms outweigh S/β)", title_fontsize=8)
     return ax.figure
@@ -215,7 +234,7 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
         ax.set_xlabel("share of the step")
     else:
         ax.set_xlabel("time per step (s)")
-    return _finish(ax, title or "Where a training step's time goes", ncols=3, pad=22)
+    return _finish(ax, title or "Where a training step's time goes", ncols=4, pad=22)
 
 
 def memory_plot(plans, labels=None, ax=None, title=None):
@@ -230,7 +249,9 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     rows = range(len(chosen))[::-1]
     left = [0.0] * len(chosen)
     for key, label, colour in MEMORY_PARTS:
-        width = [p.memory[key] / 1e9 for p in chosen]
+        width = [p.memory.get(key, 0.0) / 1e9 for p in chosen]
+        if key == "gathered" and not any(width):
+            continue
         ax.barh(list(rows), width, left=left, color=colour, edgecolor="white", height=0.6, label=label, gid=key)
         left = [a + b for a, b in zip(left, width)]
     capacity = chosen[0].memory_capacity_bytes
@@ -251,7 +272,8 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     ax.set_xlim(0, end * 1.25)
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
-    return _finish(ax, title or "What each GPU holds", ncols=2, pad=34)
+    parts = len(ax.get_legend_handles_labels()[1])
+    return _finish(ax, title or "What each GPU holds", ncols=2 if parts <= 4 else 3, pad=34)
 
 
 def plan_table(plans, labels=None) -> str:
@@ -284,3 +306,60 @@ def link_table(keys=None) -> str:
     return "\n".join(lines)
 
 
+
+
+def published_table(rows) -> str:
+    """One line per published run: published step time, predicted / published for the bound and calibrated.
+
+    ``rows`` as :func:`roofkit.parallel.published.compare` returns them.
+    """
+    width = max(len(r["case"]) for r in rows)
+    lines = [f"{'run':<{width}}  {'set':<8}  {'published':>9}  {'bound':>6}  {'calibrated':>10}"]
+    for r in rows:
+        lines.append(f"{r['case']:<{width}}  {r['set']:<8}  {r['published_s']:>8.3g}s  {r['bound_ratio']:>6.2f}  "
+                     f"{r['calibrated_ratio']:>10.2f}")
+    return "\n".join(lines)
+
+
+def published_plot(rows, ax=None, title=None):
+    """Predicted against published step time, log-log: one hollow marker per run for the bound, one filled for
+    the calibrated estimate, the fitting set and the held-out set in two colours.
+
+    On the diagonal a prediction is exact; the band is within 1.2x. A bound must
+    lie on or below the diagonal (no run is faster than its bound).
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    if not rows:
+        raise InvalidValue("published_plot needs at least one run (roofkit.parallel.published.compare).")
+    if ax is None:
+        ax = Figure(figsize=(7.5, 6), layout="constrained").add_subplot()
+    pub = np.array([r["published_s"] for r in rows])
+    lo, hi = pub.min() / 2, pub.max() * 2
+    grid = np.geomspace(lo, hi, 50)
+    ax.fill_between(grid, grid / 1.2, grid * 1.2, color="0.92", lw=0, gid="band", label="within 1.2x")
+    ax.plot(grid, grid, color="0.4", lw=1, gid="diagonal", label="predicted = published")
+    for which, colour in (("fitting", "#4c72b0"), ("held-out", "#dd8452")):
+        chosen = [r for r in rows if r["set"] == which]
+        if not chosen:
+            continue
+        x = [r["published_s"] for r in chosen]
+        ax.scatter(x, [r["bound_ratio"] * r["published_s"] for r in chosen], marker="v", facecolors="none",
+                   edgecolors=colour, s=30, lw=1, gid=f"bound-{which}", label=f"bound, {which} runs")
+        ax.scatter(x, [r["calibrated_ratio"] * r["published_s"] for r in chosen], marker="o", color=colour, s=22,
+                   gid=f"calibrated-{which}", label=f"calibrated, {which} runs")
+    from matplotlib.ticker import NullLocator
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo / 4, hi)
+    for axis in (ax.xaxis, ax.yaxis):  # decades only: minor ticks of a log axis cost a second to lay out
+        axis.set_minor_locator(NullLocator())
+    ax.set_xlabel("published step time (s)")
+    ax.set_ylabel("roofkit's step time (s)")
+    ax.grid(True, which="major", color="0.9", lw=0.6)
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    ax.set_title(title or "Published training runs: the bound below the diagonal, the estimate on it", fontsize=10)
+    return ax.figure

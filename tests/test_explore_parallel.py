@@ -19,7 +19,7 @@ def _text(explorer) -> str:
 
 def test_state_is_the_plan():
     state = explorer_state("llama-3-70b", "h100", 1024, 8, 4, 1, 4 * 2**20, 8192)
-    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1)
+    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True)
     for field in ("step_time_s", "compute_s", "communication_s", "bubble_s", "mfu", "memory_per_gpu_bytes", "fits",
                   "dp", "layout"):
         assert state[field] == getattr(plan, field), field
@@ -29,8 +29,14 @@ def test_state_is_the_plan():
 
 
 def test_summary_is_the_starting_text():
+    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True)
     assert summary() == ("Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: 32.1 GB "
-                         "per GPU (fits); step 3.12 s (compute 65%, communication 23%, bubble 12%); MFU 64.7%")
+                         f"per GPU (fits); step {plan.step_time_s:.3g} s (compute {plan.compute_s / plan.step_time_s:.0%}"
+                         f", communication {plan.communication_s / plan.step_time_s:.0%}, bubble "
+                         f"{plan.bubble_s / plan.step_time_s:.0%}); MFU {plan.mfu:.1%} (bound)")
+    calibrated = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1,
+                               sequence_parallel=True, calibrated=True)
+    assert summary(calibrated=True).endswith(f"MFU {calibrated.mfu:.1%} (estimate)")
 
 
 @pytest.mark.parametrize("args, message", [

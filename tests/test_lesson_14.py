@@ -117,12 +117,16 @@ def test_zero3_sends_half_as_much_again_per_micro_batch():
 
 # --- tensor and pipeline parallelism ---------------------------------------------------------------------------
 
-def test_tp_limit_is_f_w_over_c():
-    assert key("l14.tp-critical-degree") == pytest.approx(53248 * 450e9 / 989e12)
-    # the scaling book: "about F / 2200" inside an H100 node; Llama 3 70B lands between 8 and 16
-    seventy = key("l14.tp-critical-degree", model="llama-2-13b") * 28672 / 13824
-    assert seventy == pytest.approx(28672 / 2200, rel=0.01) and 8 < seventy < 16
-    assert judge("l14.tp-critical-degree", 16384 * 450e9 / 989e12).misconception == "d-model"
+def test_tp_limit_is_f_w_over_c_with_three_matmuls_for_swiglu():
+    # the scaling book (gpus.md, "Tensor Parallelism"): Y < F W / C for an MLP of two matmuls (4BDF/Y FLOPs)
+    assert key("l14.tp-critical-degree", model="gpt-3-175b") == pytest.approx(49152 * 450e9 / 989e12)
+    # SwiGLU has three: 6BDF/Y, so Y* is 1.5 times higher
+    assert key("l14.tp-critical-degree") == pytest.approx(1.5 * 53248 * 450e9 / 989e12)
+    assert judge("l14.tp-critical-degree", 53248 * 450e9 / 989e12).misconception == "two-matmuls"
+    assert judge("l14.tp-critical-degree", 1.5 * 16384 * 450e9 / 989e12).misconception == "d-model"
+    assert judge("l14.tp-critical-degree", "36.3").correct and not judge("l14.tp-critical-degree", 38).correct
+    # "For F=28000 like LLaMA-3, this is about 11-way TP": the book's F W / C for 70B's d_ff
+    assert parallel.tp_critical_degree(28672, 990e12, 400e9) == pytest.approx(28672 / 2475)
 
 
 def test_bubble_and_micro_batches():
@@ -132,11 +136,13 @@ def test_bubble_and_micro_batches():
     assert judge("l14.microbatches-for-bubble", 284).correct is False
 
 
-def test_pipeline_mfu_counts_the_bubble():
-    bubble = 3.6 * 7 / 24  # (p - 1)/m of the compute
-    assert key("l14.pipeline-mfu") == pytest.approx(3.6 / (3.6 + 0.4 + bubble))
+def test_pipeline_mfu_agrees_with_the_bubble_rule():
+    # the pitfall's rule: the bubble is (p - 1)/(m + p - 1) of the step, TP waits included
+    step = (3.6 + 0.4) / (1 - 7 / 31)
+    assert key("l14.pipeline-mfu") == pytest.approx(3.6 / step)
+    assert judge("l14.pipeline-mfu", "69.7%").correct
+    assert judge("l14.pipeline-mfu", 3.6 / (3.6 + 0.4 + 7 / 24 * 3.6)).misconception == "bubble-of-compute"
     assert judge("l14.pipeline-mfu", 3.6 / 4.0).misconception == "bubble-ignored"
-    assert judge("l14.pipeline-mfu", "71.3%").correct
 
 
 def test_the_layout_exercise():
@@ -148,6 +154,58 @@ def test_the_layout_exercise():
 def test_fit_through_two_points():
     assert key("l14.ex-fit-beta") == pytest.approx((2**20 - 8) / 21e-6)
     assert judge("l14.ex-fit-beta", 2**20 / 25e-6).misconception == "ignored-alpha"
+
+
+# --- the new questions: NCCL, fat trees, model parallelism, experts, Llama 3's batch --------------------------
+
+def test_nccl_share_of_the_line_rate():
+    # the scaling book: "it is difficult in practice to exceed 370 GB/s" on an H100 node of 450 GB/s per direction
+    assert key("l14.nccl-share") == pytest.approx(370 / 450)
+    assert judge("l14.nccl-share", 370 / 900).misconception == "both-directions"
+    assert judge("l14.nccl-share", 370 / 1.75 / 450).misconception == "algbw"
+
+
+def test_nvls_bound_is_the_ring_s_busbw_times_two_n_minus_one_over_n():
+    # the scaling book: in theory SHARP takes an all-reduce from 2B/W to B/W, a 75% gain in busbw on 8 GPUs
+    assert key("l14.nvls-bound-busbw") == pytest.approx(1.75 * 450e9)
+    assert judge("l14.nvls-bound-busbw", "787.5 GB/s").correct
+    assert judge("l14.nvls-bound-busbw", 450e9).misconception == "ring"
+    # and no measurement beats it: about 480 GB/s measured (scaling book), 476 (nccl-tests issue 290)
+    assert key("l14.nvls-bound-busbw") > 480e9
+
+
+def test_nccl_picks_nvls_for_large_all_reduces_on_h100_and_a_ring_without_it():
+    assert key("l14.nccl-auto-algorithm") == "nvls"
+    assert key("l14.nccl-auto-algorithm", link="hgx-a100") == "ring"  # no NVLink SHARP on A100
+    assert judge("l14.nccl-auto-algorithm", "ring").misconception == "always-ring"
+
+
+def test_fat_tree_leaves_of_a_superpod_scalable_unit():
+    # the scaling book: 32 nodes "under a single set of 8 leaf InfiniBand switches", 64-port NDR switches
+    assert key("l14.fat-tree-leaves") == 8
+    assert judge("l14.fat-tree-leaves", 4).misconception == "all-ports-down"
+    assert judge("l14.fat-tree-leaves", 1).misconception == "one-port-per-node"
+
+
+def test_model_parallelism_divides_each_gpu_s_gradient_traffic():
+    N = models.get("llama-3-70b").params
+    assert key("l14.dp-bytes-model-parallel") == pytest.approx(2 * 31 / 32 * 2 * N / 32)
+    assert judge("l14.dp-bytes-model-parallel", 2 * 31 / 32 * 2 * N).misconception == "whole-model"
+    # the scaling book: "The 16-way PP reduces the cost of the data parallel AllReduce by 16x"
+    assert key("l14.dp-bytes-model-parallel", pp=1) / key("l14.dp-bytes-model-parallel", pp=16) == pytest.approx(16)
+
+
+def test_all_to_all_dispatch_by_hand():
+    S = 8192 * 8 * 7168 * 2
+    assert key("l14.a2a-time") == pytest.approx((7 * 0.6e-6 + 7 / 8 * S / 450e9) * 1e6)
+    assert judge("l14.a2a-time", (7 * 0.6e-6 + 7 / 8 * S / 8 / 450e9) * 1e6).misconception == "no-top-k"
+
+
+def test_llama3_tokens_per_gpu_at_16k_gpus():
+    # the scaling book: "LLaMA-3 trains with a BS of 16M tokens on 16k GPUs, or about 1k tokens per GPU"
+    assert key("l14.tokens-per-gpu") == 1024
+    assert judge("l14.tokens-per-gpu", 2048).misconception == "batch-grew"
+    assert judge("l14.tokens-per-gpu", 16e6 / 16384).misconception == "decimal-m"
 
 
 # --- class variants --------------------------------------------------------------------------------------------
@@ -186,36 +244,52 @@ def test_every_variant_is_a_valid_question(question):
 
 # --- the lesson's claims ------------------------------------------------------------------------------------------
 
-LLAMA3_TABLE_4 = [(8192, 8, 1, 16, 64, 8192, 0.43), (16384, 8, 1, 16, 128, 8192, 0.41),
-                  (16384, 8, 16, 16, 8, 131072, 0.38)]
+LLAMA3_TABLE_4 = {"8192 H100, CP 1": 0.43, "16384 H100, CP 1,": 0.41, "CP 16": 0.38}  # Table 4, BF16 MFU
 
 
-def _llama3(gpus, tp, cp, pp, dp, seq, **options):
-    return parallel.plan("llama-3.1-405b", "h100", gpus, 16 * 2**20, seq, tp=tp, cp=cp, pp=pp, dp=dp, zero=1,
-                         inter="ethernet-400g", **options)
+def _llama3_runs():
+    from roofkit.parallel import published
+
+    return [r for r in published.load("fitting") if r.case.startswith("Llama 3")]
 
 
-@pytest.mark.parametrize("gpus, tp, cp, pp, dp, seq, reported", LLAMA3_TABLE_4)
-def test_the_405b_layouts_land_within_a_few_points_of_meta(gpus, tp, cp, pp, dp, seq, reported):
-    plan = _llama3(gpus, tp, cp, pp, dp, seq, achievable=True)
-    assert plan.mfu == pytest.approx(reported, abs=0.07)
-    assert plan.memory_per_gpu_bytes == pytest.approx(H100.memory_bytes, rel=0.01)  # "at the edge of 80 GB"
+@pytest.mark.parametrize("run", _llama3_runs(), ids=lambda r: r.case)
+def test_the_405b_layouts_land_within_10_percent_of_meta_s_mfu(run):
+    from roofkit.parallel import published
+
+    reported = next(v for k, v in LLAMA3_TABLE_4.items() if k in run.case)
+    mine = run.assumed["published_tflops_per_gpu"] * 1e12 / H100.peak("bf16")
+    assert mine == pytest.approx(reported, abs=0.006)  # the TFLOP/s column gives the MFU column
+    plan = published.predict(run, calibrated=True)
+    predicted = mine * published.published_step_s(run) / plan.step_time_s
+    assert predicted == pytest.approx(mine, rel=0.10)
+    assert abs(predicted - mine) < 0.02  # "within 2 points"
+    bound = published.predict(run)
+    assert bound.step_time_s < published.published_step_s(run)  # the bound is not beaten
 
 
 def test_mfu_falls_from_8k_to_16k_gpus_through_the_bubble():
-    small, large = (_llama3(*row[:6], achievable=True) for row in LLAMA3_TABLE_4[:2])
-    assert small.mfu > large.mfu and large.microbatches == small.microbatches // 2
+    from roofkit.parallel import published
+
+    small, large = (published.predict(r, calibrated=True) for r in _llama3_runs()[:2])
+    assert large.microbatches == small.microbatches // 2
     assert large.bubble_s / large.step_time_s > small.bubble_s / small.step_time_s
-    # interleaving (left out of the comparison) would shrink the bubble and raise the MFU
-    assert _llama3(*LLAMA3_TABLE_4[1][:6], achievable=True, virtual_stages=2).mfu > large.mfu
+    assert small.model_flops / small.step_time_s / small.gpus > large.model_flops / large.step_time_s / large.gpus
+
+
+def test_no_published_run_beats_its_bound():
+    from roofkit.parallel import published
+
+    for row in published.compare():
+        assert row["bound_ratio"] <= 1, row["case"]
 
 
 def test_at_a_fixed_batch_70b_mfu_falls_as_the_run_grows():
-    grid = dict(tp=(2, 4, 8), pp=(1, 2, 4, 8), zero=(1, 2, 3), recompute=(False, True), achievable=True)
+    grid = dict(tp=(4, 8), pp=(1, 2, 4, 8), zero=(1, 3), recompute=("none",), sequence_parallel=True,
+                calibrated=True)
     best = [parallel.search("llama-3-70b", "h100", g, 4 * 2**20, 8192, **grid)[0] for g in (1024, 4096, 16384)]
     mfus = [p.mfu for p in best]
     assert mfus == sorted(mfus, reverse=True) and mfus[0] > 2 * mfus[-1]
-    assert best[-1].tokens_per_gpu == 256 < best[-1].critical_batch_tokens_per_gpu * 4
 
 
 def test_tp_across_two_nodes():
@@ -223,21 +297,44 @@ def test_tp_across_two_nodes():
     inside = comms.all_reduce(act, 8, "hgx-h100").time_s
     two_level = comms.hierarchical("all-reduce", act, 8, 2, "hgx-h100", "ib-ndr").time_s
     flat = comms.all_reduce(act, 16, "ib-ndr").time_s
-    assert two_level == pytest.approx(inside, rel=0.05)  # "as long per all-reduce as TP 8"
-    assert 8 < flat / inside < 12  # "about ten times longer"
+    assert two_level == pytest.approx(inside, rel=0.1)  # two-node TP: viable, as the scaling book says
+    assert 8 < flat / inside < 12  # a flat ring over the NICs: not
 
 
 def test_the_worked_problem_picks_zero1_over_the_pipeline():
-    zero1, piped = (parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8, pp=p, zero=1) for p in (1, 4))
+    options = dict(sequence_parallel=True, calibrated=True)
+    zero1, piped = (parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8, pp=p, zero=1, **options)
+                    for p in (1, 4))
     assert zero1.fits and piped.fits and zero1.step_time_s < piped.step_time_s
-    assert not parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8).fits
-    assert parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192)[0].tp == 4
+    assert not parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8, **options).fits
+    grid = dict(tp=(2, 4, 8), pp=(1, 2, 4), zero=(1, 2, 3), recompute=("none",))
+    assert parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, **grid, **options)[0].tp == 4
+
+
+def test_the_planner_flags_an_mfu_above_60_percent():
+    bound = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True)
+    assert bound.mfu > 0.6 and any("above 60%" in w for w in bound.warnings)
+    estimate = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1,
+                             sequence_parallel=True, calibrated=True)
+    assert estimate.mfu < 0.6 and not any("above 60%" in w for w in estimate.warnings)
+
+
+def test_the_lesson_carries_the_experts_corrections():
+    text = LESSON.read_text(encoding="utf-8")
+    assert "252M tokens" in text and "2.87T" in text  # Llama 3's batch schedule, section 3.4.1
+    assert "as Llama 3's did" not in text
+    assert "NCCL, NVIDIA's collective library, runs an all-reduce on a ring" not in text
+    assert "TP 16 does not" not in text and "16-way TP across two H100 nodes is viable" in text
+    assert "ZeRO-1 (gpus.md" not in text and "do not reshard after forward" in text
+    assert "within a few points" not in text
+    assert "6BDF/t" in text and "Sequence parallelism" in text and "memory" in text.split("1F1B")[1][:400]
 
 
 def test_the_lesson_cites_its_sources_and_keeps_machine_numbers_out_of_compared_cells():
     text = LESSON.read_text(encoding="utf-8")
     for source in ("arXiv:2407.21783", "Table 4", "jax-ml.github.io/scaling-book/training",
-                   "jax-ml.github.io/scaling-book/gpus", "nccl-tests", "arXiv:1910.02054", "arXiv:1909.08053"):
+                   "jax-ml.github.io/scaling-book/gpus", "nccl-tests", "arXiv:1910.02054", "arXiv:1909.08053",
+                   "tuning.cc", "arXiv:2205.05198", "arXiv:2412.19437"):
         assert source in text, source
     cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
     measuring = [c for c in cells if "measure_comms(" in c or "alpha *" in c]

@@ -71,16 +71,25 @@ def test_activations_of_a_gpt3_layer_match_korthikanti():
     s, b, h, a = 2048, 1, 12288, 96
     per_layer = parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, gated=False, dropout=True)
     assert per_layer == 34 * s * b * h
-    # tensor plus sequence parallelism divide it by t (their equation 5); full recomputation keeps 2 s b h / t
-    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, dropout=True) == 34 * s * b * h / 8
-    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, recompute=True) == 2 * s * b * h / 8
+    # without FlashAttention the scores add 5 a s / h (their equation 1); selective recomputation drops them
+    unfused = dict(gated=False, dropout=True, seq=s, attention="unfused")
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, **unfused) == s * b * h * (34 + 5 * a * s / h)
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, **unfused, recompute="selective") == 34 * s * b * h
+    # tensor parallelism alone leaves 10 s b h whole on every rank (equation 2); with sequence parallelism all of
+    # it is divided by t (equation 4); full recomputation keeps 2 s b h / t
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, dropout=True) == \
+        s * b * h * (10 + 24 / 8)
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, dropout=True,
+                                     sequence_parallel=True) == 34 * s * b * h / 8
+    assert parallel.activation_bytes(s * b, h, a, a, h // a, 4 * h, False, tp=8, recompute=True,
+                                     sequence_parallel=True) == 2 * s * b * h / 8
 
 
 def test_memory_formulas_in_symbols():
     # the same functions give the papers' closed forms: 34 s b h / t (Korthikanti) and 16 Psi / N_d (ZeRO-3)
     T, h, a, t, Psi, Nd = sympy.symbols("T h a t Psi N_d", positive=True)
-    assert sympy.simplify(parallel.activation_bytes(T, h, a, a, h / a, 4 * h, gated=False, tp=t, dropout=True)
-                          - 34 * T * h / t) == 0
+    assert sympy.simplify(parallel.activation_bytes(T, h, a, a, h / a, 4 * h, gated=False, tp=t, dropout=True,
+                                                    sequence_parallel=True) - 34 * T * h / t) == 0
     assert parallel.state_bytes(Psi, Nd, 3)["total"] == 16 * Psi / Nd
     assert parallel.state_bytes(Psi, Nd, 1)["total"] == 4 * Psi + 12 * Psi / Nd
 
@@ -112,14 +121,14 @@ def test_dp_critical_batch_in_symbols():
 @pytest.mark.parametrize("hw, book", [("h100", 990e12 / 400e9), ("b200", 2250e12 / 400e9)])
 def test_dp_critical_batch_across_nodes(hw, book):
     # "Within an SU or at the spine level, BS > 990e12 / 400e9 = 2475"; B200 (quiz 5): 2250e12 / 400e9 = 5625
-    nodes, m = 128, models.get("llama-3-8b")
-    plan = parallel.plan(m, hw, 8 * nodes, 8 * nodes * 8192 * 4, 8192, zero=0)
-    # The book's backward pass counts the weights' 4N FLOPs a token; the plan adds attention's (PaLM)
-    with_attention = training.flops_per_token(m.params, m.layers, m.heads, m.head_dim, 8192)
-    weights_only = training.flops_per_token(m.params)
-    # its per-node egress is 8 NICs x 50 GB/s, and its (n-1)/n factor is left out
-    assert plan.critical_batch_tokens_per_gpu * with_attention / weights_only == \
-        pytest.approx(book * (nodes - 1) / nodes, rel=0.01)
+    nodes = 128
+    per_node = links.get(links.scale_up(hw).key).gpus * links.get("ib-ndr").bandwidth  # 8 NICs x 50 GB/s
+    # the book leaves the ring's (n-1)/n out and rounds the H100's 989 TFLOP/s to 990
+    assert parallel.dp_critical_batch(nodes, hardware.get(hw).peak("bf16"), per_node) == \
+        pytest.approx(book * (nodes - 1) / nodes, rel=0.002)
+    # a plan's critical batch counts its real backward (attention, norms, the head) and NCCL's best algorithm
+    plan = parallel.plan("llama-3-8b", hw, 8 * nodes, 8 * nodes * 8192 * 4, 8192, zero=0, calibrated=True)
+    assert 0.3 * book < plan.critical_batch_tokens_per_gpu < 1.5 * book
 
 
 def test_model_parallelism_lowers_the_critical_batch():
@@ -141,31 +150,44 @@ LLAMA3 = [(8192, 8, 1, 16, 64, 8192, 0.43), (16384, 8, 1, 16, 128, 8192, 0.41), 
 @pytest.mark.parametrize("gpus, tp, cp, pp, dp, seq, reported", LLAMA3)
 def test_llama3_405b_mfu_is_plausible(gpus, tp, cp, pp, dp, seq, reported):
     args = dict(model="llama-3.1-405b", hw="h100", gpus=gpus, global_batch_tokens=16 * 2**20, seq=seq, tp=tp,
-                cp=cp, pp=pp, dp=dp, zero=1, inter="ethernet-400g")
-    bound = parallel.plan(**args)  # kernels at the datasheet peak: an upper bound
-    measured = parallel.plan(**args, achievable=True)  # at the best matmul rate measured on an H100
+                cp=cp, pp=pp, dp=dp, zero=3, policy="per-step", virtual_stages=7, sequence_parallel=True,
+                inter="ethernet-400g")
+    bound = parallel.plan(**args)  # every cost at its best: an upper bound on MFU
+    estimate = parallel.plan(**args, calibrated=True)
     assert bound.microbatches == 16 * 2**20 // (seq * dp)  # one sequence per micro-batch
-    assert bound.mfu > reported
-    assert measured.mfu == pytest.approx(reported, abs=0.07)
+    assert bound.mfu > reported and bound.step_time_s < estimate.step_time_s
+    # MFU in roofkit's count (PaLM's, attention in full): at 131K tokens far above Meta's causal count
+    assert estimate.mfu == pytest.approx(reported, abs=0.05 if seq == 8192 else 0.2)
 
 
 def test_llama3_mfu_falls_from_8k_to_16k_gpus():
     # 430 -> 400 TFLOP/s per GPU with the batch fixed: half the micro-batches, a bigger bubble
-    small, large = (parallel.plan("llama-3.1-405b", "h100", g, 16 * 2**20, 8192, tp=8, pp=16, zero=1)
-                    for g in (8192, 16384))
+    small, large = (parallel.plan("llama-3.1-405b", "h100", g, 16 * 2**20, 8192, tp=8, pp=16, zero=1,
+                                  calibrated=True) for g in (8192, 16384))
     assert small.mfu > large.mfu and large.bubble_s / large.step_time_s > small.bubble_s / small.step_time_s
 
 
 def test_step_time_adds_compute_exposed_communication_and_bubble():
-    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1)
-    assert plan.step_time_s == pytest.approx(plan.compute_s + plan.communication_s + plan.bubble_s)
-    assert plan.communication_s == pytest.approx(sum(c["exposed_s"] for c in plan.communication.values()))
-    assert set(plan.communication) == {"tp", "pp", "dp", "zero"}
-    assert plan.mfu == pytest.approx(plan.compute_s / plan.step_time_s)  # datasheet peak, no recomputation
-    # compute comes from training.flops_per_token, never retyped
-    m = models.get("llama-3-70b")
-    assert plan.model_flops == training.flops_per_token(m.params, m.layers, m.heads, m.head_dim, 8192) * 4 * 2**20
-    assert plan.compute_s == pytest.approx(plan.model_flops / (1024 * hardware.get("h100").peak("bf16")))
+    for calibrated in (False, True):
+        plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, calibrated=calibrated)
+        assert plan.step_time_s == pytest.approx(plan.compute_s + plan.communication_s + plan.bubble_s
+                                                 + plan.optimizer_s)
+        assert plan.communication_s == pytest.approx(sum(c["exposed_s"] for c in plan.communication.values()))
+        assert set(plan.communication) == {"tp", "pp", "dp", "zero"}
+        # MFU counts the model's FLOPs (training.flops_per_token, never retyped); HFU the kernels'
+        m = models.get("llama-3-70b")
+        assert plan.model_flops == training.flops_per_token(m.params, m.layers, m.heads, m.head_dim, 8192) * 4 * 2**20
+        peak = hardware.get("h100").peak("bf16")
+        assert plan.hfu == pytest.approx(plan.hardware_flops / (plan.step_time_s * 1024 * peak))
+        # every kernel takes at least its FLOPs at the peak: the compute is never shorter than that
+        assert plan.compute_s * 1024 * peak >= plan.hardware_flops * (1 - 1e-9)
+    # the bound's matmuls run at the datasheet peak; the norms and residual adds run at HBM speed, on every TP
+    # rank unless sequence parallelism splits them: the compute is the FLOPs at the peak and a little more
+    peak = hardware.get("h100").peak("bf16")
+    gaps = [(p := parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1,
+                                sequence_parallel=sp)).compute_s / (p.hardware_flops / (1024 * peak))
+            for sp in (False, True)]
+    assert 1 < gaps[1] < gaps[0] < 1.3 and gaps[1] < 1.1
 
 
 def test_tensor_parallel_traffic_is_four_all_reduces_a_layer():
@@ -173,7 +195,8 @@ def test_tensor_parallel_traffic_is_four_all_reduces_a_layer():
     m = models.get("llama-3-8b")
     tp = plan.communication["tp"]
     assert tp["calls"] == 4 * m.layers and tp["bytes_per_call"] == 8192 * m.d_model * 2
-    assert tp["time_s"] == pytest.approx(4 * m.layers * comms.all_reduce(8192 * m.d_model * 2, 8, "hgx-h100").time_s)
+    assert tp["time_s"] == pytest.approx(4 * m.layers * comms.all_reduce(8192 * m.d_model * 2, 8, "hgx-h100",
+                                                                         "auto").time_s)
     recomputed = parallel.plan("llama-3-8b", "h100", 8, 8192, 8192, tp=8, recompute=True)
     assert recomputed.communication["tp"]["calls"] == 6 * m.layers
 
@@ -182,7 +205,7 @@ def test_recomputation_trades_memory_for_compute():
     args = dict(model="llama-3-70b", hw="h100", gpus=64, global_batch_tokens=2**20, seq=8192, tp=8, pp=8)
     keep, redo = parallel.plan(**args), parallel.plan(**args, recompute=True)
     assert redo.memory["activations"] < keep.memory["activations"] / 5
-    assert redo.compute_s == pytest.approx(keep.compute_s * 8 / 6)
+    assert redo.compute_s == pytest.approx(keep.compute_s * 8 / 6, rel=0.03)  # 8ND for 6ND, kernel by kernel
     assert redo.mfu < keep.mfu
 
 
@@ -191,7 +214,9 @@ def test_zero_stages_trade_memory_for_traffic():
     memory = [p.memory_per_gpu_bytes for p in plans]
     assert memory == sorted(memory, reverse=True) and memory[3] < memory[0] / 4
     traffic = [sum(c["time_s"] for c in p.communication.values()) for p in plans]
-    assert traffic[1] == pytest.approx(traffic[0], rel=0.05) and traffic[3] > 1.4 * traffic[0]
+    # stages 1 and 2 send what stage 0 sends (a reduce-scatter and an all-gather are an all-reduce; the bound's
+    # all-reduce may also reduce in the network's switches, which the two halves cannot); stage 3 sends more
+    assert traffic[1] == pytest.approx(traffic[0], rel=0.2) and traffic[3] > 1.4 * traffic[0]
 
 
 def test_overlap_hides_gradient_traffic():
@@ -302,7 +327,8 @@ def test_cli_comm_json(capsys):
     code, out, err = run(capsys, "comm", "all-reduce", "--bytes", "1GB", "--gpus", "8", "--link", "hgx-h100", "--json")
     assert code == 0, err
     data = json.loads(out)
-    r = comms.all_reduce(1e9, 8, "hgx-h100")
+    r = comms.all_reduce(1e9, 8, "hgx-h100", "auto")  # the command's default: NCCL's fastest
+    assert data["algorithm"] == r.algorithm == "nvls" and data["protocol"] == "Simple"
     assert data["time_s"] == r.time_s and data["algbw_bytes_per_s"] == r.algbw and data["busbw_bytes_per_s"] == r.busbw
     assert data["link"]["key"] == "hgx-h100" and data["link"]["bandwidth_used_bytes_per_s"] == 450e9
     assert data["link"]["quoted"] == 7.2 and data["link"]["direction"] == "both directions"
@@ -379,8 +405,9 @@ def test_tp_critical_degree_matches_the_scaling_book():
 def test_tp_past_the_critical_degree_spends_more_on_communication():
     args = dict(model="llama-3-70b", hw="h100", gpus=1024, global_batch_tokens=4 * 2**20, seq=8192, pp=4, zero=1)
     share = {t: (p := parallel.plan(**args, tp=t)).communication["tp"]["time_s"] / p.compute_s for t in (4, 8, 16)}
-    # the traffic per GPU per all-reduce stays, the compute per GPU halves: the ratio about doubles with t
-    assert share[8] == pytest.approx(2 * share[4], rel=0.3) and share[16] == pytest.approx(2 * share[8], rel=0.1)
+    # the traffic per GPU per all-reduce stays, the compute per GPU halves: the ratio about doubles with t,
+    # and more past the node, where the all-reduce leaves NVLink SHARP for a two-level ring
+    assert share[8] == pytest.approx(2 * share[4], rel=0.3) and share[16] > 2 * share[8]
 
 
 def test_search_returns_fitting_layouts_fastest_first():

@@ -1,6 +1,8 @@
-"""roofkit parallel: step time, MFU and memory per GPU of a TP x CP x PP x DP training layout."""
+"""roofkit parallel: step time, MFU and memory per GPU of a TP x CP x PP x DP (x EP) training layout."""
 
 from __future__ import annotations
+
+import argparse
 
 from ._common import count, emit, human, number, size, table
 
@@ -9,21 +11,29 @@ def cmd_parallel(args) -> None:
     from .. import parallel
 
     plan = parallel.plan(args.model, args.hw, args.gpus, args.global_batch_tokens, args.seq, tp=args.tp, pp=args.pp,
-                         dp=args.dp, cp=args.cp, zero=args.zero, microbatches=args.microbatches,
+                         dp=args.dp, cp=args.cp, ep=args.ep, zero=args.zero, microbatches=args.microbatches,
                          virtual_stages=args.virtual_stages, dtype=args.dtype, recompute=args.recompute,
-                         overlap=not args.no_overlap, efficiency=args.efficiency, achievable=args.achievable,
-                         intra=args.intra, inter=args.inter, node_gpus=args.node_gpus)
-    rows = [("layout", f"{plan.model} on {plan.gpus} x {plan.accelerator}: tp {plan.tp} x cp {plan.cp} "
-                       f"x pp {plan.pp} x dp {plan.dp}, ZeRO-{plan.zero}, {plan.microbatches} micro-batches of "
-                       f"{plan.microbatch_tokens:,.0f} tokens"),
+                         sequence_parallel=args.sequence_parallel, overlap=not args.no_overlap,
+                         tp_overlap=args.tp_overlap, policy=args.fsdp_policy, attention=args.attention,
+                         efficiency=args.efficiency, achievable=args.achievable, intra=args.intra, inter=args.inter,
+                         node_gpus=args.node_gpus, calibrated=args.calibrated)
+    mode = ("calibrated estimate: achievable roofs, NCCL's measured bandwidth, fitted shares" if plan.calibrated
+            else "bound: datasheet roofs, line-rate links, perfect overlap (no real run is faster)")
+    extras = f", {plan.policy}" if plan.policy else ""
+    rows = [("layout", f"{plan.model} on {plan.gpus} x {plan.accelerator}: {plan.layout}{extras}, "
+                       f"{plan.microbatches} micro-batches of {plan.microbatch_tokens:,.0f} tokens"
+                       + (", sequence parallel" if plan.sequence_parallel else "")),
+            ("mode", mode),
             ("links", f"{plan.intra} inside a node of {plan.node_gpus}, {plan.inter or 'none'} between nodes"),
             ("step time", human(plan.step_time_s, "s")),
-            ("  compute", human(plan.compute_s, "s")),
+            ("  compute", f"{human(plan.compute_s, 's')} (recomputation: {plan.recompute})"),
             ("  communication (exposed)", human(plan.communication_s, "s"))]
     rows += [(f"    {kind} ({c['collective']})", f"{human(c['exposed_s'], 's')} exposed of {human(c['time_s'], 's')}")
              for kind, c in plan.communication.items()]
-    rows += [("  pipeline bubble", human(plan.bubble_s, "s")),
-             ("MFU", f"{plan.mfu:.1%}"),
+    rows += [("  pipeline bubble", human(plan.bubble_s, "s") + (f" ({plan.schedule})" if plan.pp > 1 else "")),
+             ("  optimizer", human(plan.optimizer_s, "s")),
+             ("tokens/s", f"{plan.tokens_per_s:,.0f}"),
+             ("MFU", f"{plan.mfu:.1%}  (HFU {plan.hfu:.1%})"),
              ("memory per GPU", f"{human(plan.memory_per_gpu_bytes, 'B')}  ("
                                 + ", ".join(f"{k} {human(v, 'B')}" for k, v in plan.memory.items() if k != "total") + ")"),
              ("fits", "unknown" if plan.fits is None else
@@ -38,27 +48,43 @@ def cmd_parallel(args) -> None:
 def register(sub, common) -> None:
     p = sub.add_parser("parallel", help="step time, MFU and memory per GPU of a parallel training layout",
                        parents=[common])
-    p.add_argument("--model", required=True, help="a model from the catalog, e.g. llama-3-70b")
+    p.add_argument("--model", required=True,
+                   help="a model from the catalog (e.g. llama-3-70b), a TOML file or a Hugging Face config.json")
     p.add_argument("--hw", required=True, help="accelerator name, e.g. h100")
     p.add_argument("--gpus", required=True, type=count("gpus"), help="GPUs in all")
     p.add_argument("--tp", type=count("tp"), default=1, help="tensor-parallel degree (default 1)")
     p.add_argument("--pp", type=count("pp"), default=1, help="pipeline stages (default 1)")
     p.add_argument("--dp", type=count("dp"), help="data-parallel degree (default gpus / (tp cp pp))")
     p.add_argument("--cp", type=count("cp"), default=1, help="context-parallel degree (default 1)")
+    p.add_argument("--ep", type=count("ep"), default=1,
+                   help="expert-parallel degree, carved from the data-parallel ranks (default 1)")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage (default 0)")
+    p.add_argument("--fsdp-policy", choices=("full-shard", "shard-grad-op", "per-step"),
+                   help="ZeRO-3's gathering: full-shard (default; gathers again for the backward), shard-grad-op "
+                        "(once per micro-batch), per-step (once per step, as Llama 3)")
     p.add_argument("--global-batch-tokens", required=True, type=size("global-batch-tokens"),
                    help="tokens per optimizer step, e.g. 4M")
     p.add_argument("--seq", required=True, type=size("seq"), help="sequence length, e.g. 8192")
     p.add_argument("--microbatches", type=count("microbatches"),
                    help="micro-batches per replica (default: one sequence each)")
-    p.add_argument("--virtual-stages", type=count("virtual-stages"), default=1, help="interleaved chunks per stage")
+    p.add_argument("--virtual-stages", type=count("virtual-stages"), default=1,
+                   help="interleaved chunks per pipeline stage (default 1: 1F1B)")
     p.add_argument("--dtype", default="bf16", help="compute precision (default bf16)")
-    p.add_argument("--recompute", action="store_true", help="full activation recomputation")
-    p.add_argument("--no-overlap", action="store_true", help="do not hide data-parallel traffic behind compute")
+    p.add_argument("--recompute", nargs="?", const="full", default="none", choices=("none", "selective", "full"),
+                   help="activation recomputation: none (default), selective, full (--recompute alone)")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="sequence parallelism: norms and residuals split over the TP ranks (activations / tp)")
+    p.add_argument("--attention", choices=("flash", "unfused"), default="flash",
+                   help="attention kernels: flash (default) or unfused (scores through HBM)")
+    p.add_argument("--no-overlap", action="store_true", help="hide no communication behind compute")
+    p.add_argument("--tp-overlap", action="store_true",
+                   help="the run overlaps TP traffic with its GEMMs (calibrated; Megatron-Core's --tp-comm-overlap)")
+    p.add_argument("--calibrated", action="store_true",
+                   help="an estimate (achievable roofs, NCCL's measured bandwidth, shares fitted on published runs) "
+                        "instead of the bound")
     p.add_argument("--efficiency", type=number("efficiency"), default=1.0,
-                   help="share of the peak the kernels reach (default 1: an upper bound)")
-    p.add_argument("--achievable", action="store_true",
-                   help="run the matmuls at the best rate measured on this accelerator, not the datasheet peak")
+                   help="scale the matmul rate by this share (default 1)")
+    p.add_argument("--achievable", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--intra", metavar="LINK", help="link inside a node (default: the accelerator's NVLink domain)")
     p.add_argument("--node-gpus", type=count("node-gpus"),
                    help="GPUs a node holds, where the link does not say (PCIe servers)")

@@ -5,10 +5,23 @@ from __future__ import annotations
 from ._common import emit, number, size, table
 
 
+def _params(args):
+    """N from --params, or from --model (a catalog name or a model file; a mixture of experts: its active weights)."""
+    from .. import models
+    from ..errors import InvalidValue
+
+    if (args.params is None) == (args.model is None):
+        raise InvalidValue("give either --params N or --model NAME|FILE (not both): the parameters of 6ND.")
+    if args.params is not None:
+        return args.params
+    m = models.get(args.model)
+    return m.active_params if m.moe else m.params
+
+
 def cmd_train(args) -> None:
     from .. import training
 
-    est = training.estimate(args.params, args.tokens, hw=args.hw, dtype=args.dtype, mfu=args.mfu,
+    est = training.estimate(_params(args), args.tokens, hw=args.hw, dtype=args.dtype, mfu=args.mfu,
                             gpus=args.gpus, usd_per_gpu_hour=args.usd_per_gpu_hour)
     data = est.to_dict()
     rows = [("training FLOPs (6ND)", f"{data['flops']:.3e}")]
@@ -33,7 +46,9 @@ def cmd_mfu(args) -> None:
 
 def register(sub, common) -> None:
     train = sub.add_parser("train", help="training compute (6ND), GPU-hours, time and cost", parents=[common])
-    train.add_argument("--params", required=True, type=size("params"), help="parameters N, e.g. 70B")
+    train.add_argument("--params", type=size("params"), help="parameters N, e.g. 70B (or --model)")
+    train.add_argument("--model", help="a model whose parameters are N: a catalog name, a TOML file or a Hugging Face "
+                                       "config.json (a mixture of experts counts its active parameters)")
     train.add_argument("--tokens", required=True, type=size("tokens"), help="training tokens D, e.g. 15T")
     train.add_argument("--hw", help="accelerator name, e.g. h100")
     train.add_argument("--dtype", default="bf16", help="training precision (default bf16)")

@@ -61,14 +61,19 @@ def _memory(model, tp, pp, dp, zero):
     return parallel.state_bytes(models.get(model).params / (tp * pp), dp, zero)["total"]
 
 
-def _tp_degree(model, hw, d_ff=None, bandwidth=None):
-    return parallel.tp_critical_degree(d_ff or models.get(model).d_ff, hardware.get(hw).peak("bf16"),
-                                       bandwidth or links.scale_up(hw).bandwidth)
+def _tp_degree(model, hw, d_ff=None, bandwidth=None, gated=None):
+    M = models.get(model)
+    return parallel.tp_critical_degree(d_ff or M.d_ff, hardware.get(hw).peak("bf16"),
+                                       bandwidth or links.scale_up(hw).bandwidth, M.gated if gated is None else gated)
 
 
 def _pipeline_mfu(compute_s, comm_s, stages, microbatches, bubble=None):
-    """MFU at the datasheet peak: compute time over step time (model FLOPs / (G P) is the compute time)."""
-    idle = parallel.bubble_time(compute_s, stages, microbatches) if bubble is None else bubble
+    """MFU at the datasheet peak: compute time over step time (model FLOPs / (G P) is the compute time).
+
+    The TP traffic is inside every micro-batch's slot, so an idle slot of the bubble lasts as long as a busy one:
+    (p - 1)/m of compute plus that traffic, which is (p - 1)/(m + p - 1) of the step.
+    """
+    idle = parallel.bubble_time(compute_s + comm_s, stages, microbatches) if bubble is None else bubble
     return training.mfu(compute_s, compute_s + comm_s + idle, 1)
 
 
@@ -84,12 +89,13 @@ def _dp_across_nodes(hw, nodes, nic="ib-ndr", per_gpu=False):
 
 # --- the layout exercise -----------------------------------------------------------------------------
 
-LAYOUTS = {  # letter -> (description, plan arguments)
+LAYOUTS = {  # letter -> (description, plan arguments): sequence parallelism on, roofkit's calibrated estimate
     "A": ("TP 8, plain data parallelism", dict(tp=8, pp=1, zero=0)),
     "B": ("TP 8, data parallelism with ZeRO-3", dict(tp=8, pp=1, zero=3)),
     "C": ("TP 8, PP 4, data parallelism with ZeRO-1", dict(tp=8, pp=4, zero=1)),
     "D": ("TP 2, PP 4, data parallelism with ZeRO-1", dict(tp=2, pp=4, zero=1)),
 }
+_LAYOUT_OPTIONS = dict(sequence_parallel=True, calibrated=True)
 
 
 def _layouts(gpus, batch_m) -> dict:
@@ -97,7 +103,8 @@ def _layouts(gpus, batch_m) -> dict:
     plans = {}
     for letter, (_, args) in LAYOUTS.items():
         try:
-            plans[letter] = parallel.plan("llama-3-70b", "h100", gpus, batch_m * 2**20, 8192, **args)
+            plans[letter] = parallel.plan("llama-3-70b", "h100", gpus, batch_m * 2**20, 8192, **args,
+                                          **_LAYOUT_OPTIONS)
         except RoofkitError:
             continue
     return plans
@@ -117,6 +124,42 @@ def _least_memory(gpus, batch_m):
 def _unless_key(wrong):
     """A wrong choice as a misconception, unless a variant's numbers make it the right one."""
     return lambda **p: None if wrong(**p) == _best_layout(**p) else wrong(**p)
+
+
+def _nvls_bound_busbw(link, gpus):
+    """nccl-tests' busbw of a bandwidth-bound NVLS all-reduce at the line rate: each GPU sends its buffer once."""
+    L = links.get(link)
+    return comms.bus_factor("all-reduce", gpus) * L.bandwidth / comms.volume("all-reduce", gpus, "nvls")
+
+
+def _auto_algorithm(size_mb, gpus, link):
+    return comms.collective("all-reduce", size_mb * 1e6, gpus, link, "auto", calibrated=True).algorithm
+
+
+def _leaf_switches(nodes, ports, gpus_per_node=None, down_share=0.5):
+    """Leaf switches of a non-blocking scalable unit: the nodes' ports over the switch ports facing down."""
+    k = gpus_per_node or links.get("hgx-h100").gpus
+    return math.ceil(nodes * k / (ports * down_share))
+
+
+def _dp_bytes(model, tp, pp, dp, ring=True, split=True):
+    """Bytes each GPU sends in one ring all-reduce of its BF16 gradients: 2(n-1)/n x 2 N / (t p)."""
+    N = models.get(model).params / ((tp * pp) if split else 1)
+    return (comms.volume("all-reduce", dp) if ring else 1) * 2 * N
+
+
+def _a2a_us(tokens, top_k, d_model, gpus, link, both=False):
+    L = links.get(link)
+    size = parallel.all_to_all_bytes(tokens, d_model, top_k)
+    return comms.time("all-to-all", size, gpus, L.latency, L.bandwidth * (2 if both else 1)) * 1e6
+
+
+def _unless(key_fn, wrong_fn):
+    """A wrong answer as a misconception, unless a variant's numbers make it the right one."""
+    def answer(**p):
+        w, k = wrong_fn(**p), key_fn(**p)
+        return None if w is None or math.isclose(w, k, rel_tol=0.02) else w
+    return answer
 
 
 def _fit_beta(small_bytes, small_us, large_bytes, large_us):
@@ -294,9 +337,10 @@ register(
         id="l14.zero3-traffic",
         lesson="14",
         kind="numeric",
-        prompt=("With ZeRO-3 (FSDP) and {microbatches} micro-batches per step, each micro-batch all-gathers the "
-                "weights in its forward pass, all-gathers them again in its backward pass, and reduce-scatters "
-                "its gradients. Plain data parallelism all-reduces the gradients once per step. How many times "
+        prompt=("With ZeRO-3 (FSDP) under its full-shard policy (FSDP's FULL_SHARD, DeepSpeed's ZeRO-3: free the "
+                "gathered weights after each layer's forward) and {microbatches} micro-batches per step, each "
+                "micro-batch all-gathers the weights in its forward pass, all-gathers them again in its backward "
+                "pass, and reduce-scatters its gradients. Plain data parallelism all-reduces the gradients once per step. How many times "
                 "more bytes does each GPU send per step with ZeRO-3? (Ring collectives, many GPUs.)"),
         params={"microbatches": 6},
         key=lambda microbatches: parallel.sync_volume(3, 64, microbatches) / parallel.sync_volume(0, 64, microbatches),
@@ -322,21 +366,27 @@ register(
         lesson="14",
         kind="numeric",
         prompt=("Tensor parallelism over Y GPUs of one NVLink domain: for B tokens each GPU does 1/Y of the MLP's "
-                "matmuls, 4·B·D·F/Y FLOPs in the forward pass, while 4·B·D bytes of BF16 activations are "
-                "all-gathered and reduce-scattered. Above what Y does the communication outlast the matmuls, for "
-                "the model '{model}' (F = its d_ff) on '{hw}' (datasheet BF16 peak, NVLink per direction)?"),
+                "matmuls in the forward pass (three for a gated SwiGLU MLP, two for a GELU one: "
+                "roofkit.model('{model}').mlp says which), while "
+                "4·B·D bytes of BF16 activations are all-gathered and reduce-scattered. At what degree Y* does "
+                "the communication take exactly as long as the MLP's matmuls, on '{hw}' (datasheet BF16 peak, "
+                "NVLink per direction)? Give Y* itself, not a whole degree."),
         params={"model": "llama-3.1-405b", "hw": "h100"},
         key=lambda model, hw: _tp_degree(model, hw),
         unit="dimensionless",
         rtol=0.02,
-        hints=("Write T_math = 4BDF/(Y·C) and T_comm = 4BD/W and set them equal.",
-               "B and D cancel: what is left is F, C and W."),
+        hints=("A matmul of B x D by D x F is 2·B·D·F FLOPs; a SwiGLU MLP has three of them, a GELU MLP two.",
+               "Write T_math = k·2·B·D·F/(Y·P) and T_comm = 4·B·D/β and set them equal: B and D cancel."),
         misconceptions=(
-            Misconception("both-directions", "You used NVLink's both-directions figure as W; each GPU sends one "
+            Misconception("both-directions", "You used NVLink's both-directions figure as β; each GPU sends one "
                                              "way at half of it.", scale=2),
             Misconception("d-model", "You used d_model. The matmuls' FLOPs grow with the MLP width F = d_ff, the "
                                      "activations with D: D cancels, F stays.",
                           answer=lambda model, hw: _tp_degree(model, hw, d_ff=models.get(model).d_model)),
+            Misconception("two-matmuls", "You counted 4·B·D·F FLOPs: two matmuls. A SwiGLU MLP has three (gate, up "
+                                         "and down), 6·B·D·F: its Y* is 1.5 times higher.",
+                          answer=lambda model, hw: _tp_degree(model, hw, gated=False)
+                          if models.get(model).gated else None),
         ),
         variants={"model": ("llama-3.1-405b", "gpt-3-175b", "llama-2-13b"), "hw": ("a100-sxm4-80gb", "h100", "b200")},
     ),
@@ -392,28 +442,31 @@ register(
         id="l14.pipeline-mfu",
         lesson="14",
         kind="numeric",
-        prompt=("A layout's matmuls take {compute_s} s per step at the datasheet peak (no recomputation), "
-                "{comm_s} s of its communication are exposed, and it runs {stages} pipeline stages with "
-                "{microbatches} micro-batches (not interleaved). What MFU does it reach? (A fraction: 0.5 for 50%.)"),
+        prompt=("A layout's matmuls take {compute_s} s per step at the datasheet peak (no recomputation), and its "
+                "tensor-parallel all-reduces, which wait inside every micro-batch, add {comm_s} s. It runs "
+                "{stages} pipeline stages with {microbatches} micro-batches (1F1B, not interleaved). What MFU does "
+                "it reach? (A fraction: 0.5 for 50%.)"),
         params={"compute_s": 3.6, "comm_s": 0.4, "stages": 8, "microbatches": 24},
         key=lambda compute_s, comm_s, stages, microbatches: _pipeline_mfu(compute_s, comm_s, stages, microbatches),
         unit="dimensionless",
         rtol=0.01,
         hints=("At the datasheet peak, MFU is the compute time over the whole step time.",
-               "The step is compute + exposed communication + the bubble, (p - 1)/m of the compute."),
+               "A stage idles for p - 1 of its micro-batch slots, and a slot lasts its compute plus its waiting: "
+               "the bubble is (p - 1)/(m + p - 1) of the whole step."),
         misconceptions=(
             Misconception("bubble-ignored", "You left the pipeline bubble out. While the pipeline fills and "
-                                            "drains, each stage idles for (p - 1)/m of its compute time.",
+                                            "drains, each stage idles for p - 1 micro-batch slots.",
                           answer=lambda compute_s, comm_s, stages, microbatches: _pipeline_mfu(
                               compute_s, comm_s, stages, microbatches, bubble=0.0)),
-            Misconception("bubble-of-compute", "(p - 1)/(m + p - 1) is the bubble's share of the whole step, "
-                                               "not of the compute: the idle time is (p - 1)/m of the compute.",
+            Misconception("bubble-of-compute", "You idled each stage for (p - 1)/m of the compute alone. A slot of "
+                                               "the bubble is as long as a busy one, all-reduces included: "
+                                               "(p - 1)/m of compute plus communication.",
                           answer=lambda compute_s, comm_s, stages, microbatches: _pipeline_mfu(
                               compute_s, comm_s, stages, microbatches,
-                              bubble=parallel.bubble_fraction(stages, microbatches) * compute_s)),
+                              bubble=parallel.bubble_time(compute_s, stages, microbatches))),
         ),
         # MFUs crowd together: a few combinations, each at least 1% from the lesson's and from its mistakes
-        variants={"comm_s": (0.2, 0.9), "stages": (4, 8, 16), "microbatches": (8, 16)},
+        variants={"comm_s": (0.9, 1.4), "stages": (4, 8, 16), "microbatches": (8, 16)},
     ),
     Question(
         id="l14.ex-critical-batch-nodes",
@@ -448,14 +501,16 @@ register(
         lesson="14",
         kind="choice",
         prompt=("Exercise. Llama 3 70B on {gpus} H100s with a {batch_m}M-token batch (M = 2**20) of 8192-token "
-                "sequences. Which layout fits in the GPUs' memory and gives the shortest step in roofkit's model? "
-                "A: TP 8 with plain data parallelism; B: TP 8, data parallelism with ZeRO-3; C: TP 8, PP 4, data "
-                "parallelism with ZeRO-1; D: TP 2, PP 4, data parallelism with ZeRO-1. (Data parallelism takes "
-                "the rest of the GPUs; micro-batches of one sequence.)"),
-        params={"gpus": 1024, "batch_m": 4},
+                "sequences, with sequence parallelism. Which layout fits in the GPUs' memory and gives the shortest "
+                "step in roofkit's calibrated estimate (parallel.plan(..., sequence_parallel=True, "
+                "calibrated=True))? A: TP 8 with plain data parallelism; B: TP 8, data parallelism with ZeRO-3 "
+                "(full-shard); C: TP 8, PP 4, data parallelism with ZeRO-1; D: TP 2, PP 4, data parallelism with "
+                "ZeRO-1. (Data parallelism takes the rest of the GPUs; micro-batches of one sequence.)"),
+        params={"gpus": 2048, "batch_m": 8},
         key=_best_layout,
         choices=tuple(LAYOUTS),
-        hints=("Check memory first: weights, gradients, optimizer states and activations per GPU against 80 GB.",
+        hints=("Check memory first: weights, gradients, optimizer states and activations per GPU against what the "
+               "card reports.",
                "Among those that fit, compare compute, exposed communication and bubble."),
         misconceptions=(
             Misconception("ignored-memory", "That layout is fast but it does not fit: add up what each GPU holds.",
@@ -486,5 +541,163 @@ register(
         ),
         points=2,
         variants={"small_us": (3.0, 4.0, 6.0), "large_us": (25.0, 32.0, 50.0), "large_bytes": (2**20, 2**21)},
+    ),
+Question(
+        id="l14.nccl-share",
+        lesson="14",
+        kind="numeric",
+        prompt=("nccl-tests' all_reduce_perf with the ring algorithm (NCCL_ALGO=Ring) on the 8 GPUs of one HGX "
+                "H100 node reaches a bus bandwidth (busbw) of {busbw} GB/s on large buffers. What share of the "
+                "line rate of one GPU's NVLink, in one direction, is that? (A fraction: 0.5 for 50%.)"),
+        params={"busbw": 370},
+        key=lambda busbw: busbw * 1e9 / links.get("nvlink4").bandwidth,
+        unit="dimensionless",
+        rtol=0.01,
+        hints=("For a bandwidth-bound ring, busbw is what each GPU sends per second in one direction.",
+               "NVIDIA's 900 GB/s adds the two directions."),
+        misconceptions=(
+            Misconception("both-directions", "You divided by NVLink's both-directions figure; busbw is one "
+                                             "direction's.", scale=0.5),
+            Misconception("algbw", "You turned busbw back into algbw first. busbw already counts what each GPU "
+                                   "sends: compare it with the link as it is.",
+                          answer=lambda busbw: busbw * 1e9 / comms.bus_factor("all-reduce", 8)
+                          / links.get("nvlink4").bandwidth),
+        ),
+        variants={"busbw": (340, 355, 385, 400)},
+    ),
+    Question(
+        id="l14.nvls-bound-busbw",
+        lesson="14",
+        kind="numeric",
+        prompt=("With NVLink SHARP (NCCL's NVLS algorithm) the NVSwitch adds the buffers itself: in an all-reduce "
+                "each of the {gpus} GPUs of '{link}' sends its S bytes once and receives the sum once, instead of "
+                "sending 2(n-1)/n·S around a ring. At the link's line rate per direction (roofkit.links.get('{link}')"
+                ".bandwidth) and leaving latency out, what bus bandwidth would nccl-tests print, at best? (busbw "
+                "= algbw x 2(n-1)/n, whatever the algorithm.) Give a unit, e.g. GB/s."),
+        params={"gpus": 8, "link": "hgx-h100"},
+        key=lambda gpus, link: _nvls_bound_busbw(link, gpus),
+        unit="byte/s",
+        rtol=0.02,
+        hints=("First the algorithm bandwidth: S over the time it takes each GPU to send S bytes.",
+               "Then scale by nccl-tests' bus factor of an all-reduce."),
+        misconceptions=(
+            Misconception("ring", "That is the line rate itself: what a ring's busbw reaches, or NVLS's algbw. "
+                                  "nccl-tests multiplies the algbw by 2(n-1)/n for every all-reduce algorithm.",
+                          answer=lambda gpus, link: links.get(link).bandwidth),
+            Misconception("both-directions", "You used the both-directions figure as the rate each GPU sends at.",
+                          scale=2),
+        ),
+        variants={"gpus": (4, 8), "link": ("hgx-h100", "hgx-b200")},
+    ),
+    Question(
+        id="l14.nccl-auto-algorithm",
+        lesson="14",
+        kind="choice",
+        prompt=("NCCL's tuner estimates T = latency + S / bandwidth for every algorithm and protocol and runs the "
+                "fastest. In roofkit's calibrated model of it (NCCL's latencies, nccl-tests' bandwidths: "
+                "comms.collective(..., algorithm='auto', calibrated=True)), which algorithm runs an all-reduce of "
+                "{size_mb} MB on the {gpus} GPUs of '{link}': ring, tree or nvls?"),
+        params={"size_mb": 8000, "gpus": 8, "link": "hgx-h100"},
+        key=_auto_algorithm,
+        choices=("ring", "tree", "nvls"),
+        hints=("Small messages are latency-bound: the fewest steps win. Large ones are bandwidth-bound.",
+               "NVLS needs an NVSwitch that reduces (Hopper and later) and has a high latency of its own."),
+        misconceptions=(
+            Misconception("always-ring", "NCCL does not always run a ring: it picks ring, tree, NVLS, CollNet or "
+                                         "PAT by size and topology.",
+                          answer=lambda **p: None if _auto_algorithm(**p) == "ring" else "ring"),
+        ),
+        variants={"size_mb": (0.001, 8000), "gpus": (8,), "link": ("hgx-a100", "hgx-h100")},
+    ),
+    Question(
+        id="l14.fat-tree-leaves",
+        lesson="14",
+        kind="numeric",
+        prompt=("A scalable unit of {nodes} HGX nodes: every GPU (8 a node) has its own port to a leaf switch. "
+                "Each leaf switch has {ports} ports of the same speed. For full bisection bandwidth (no "
+                "oversubscription: as many ports up to the spine as down to the nodes), how many leaf switches "
+                "does the unit need?"),
+        params={"nodes": 32, "ports": 64},
+        key=lambda nodes, ports: _leaf_switches(nodes, ports),
+        unit="dimensionless",
+        rtol=0,  # a whole number of switches
+        hints=("Count the ports coming up from the nodes.",
+               "A non-blocking leaf uses half of its ports toward the nodes and half toward the spine."),
+        misconceptions=(
+            Misconception("all-ports-down", "That uses every port of a leaf toward the nodes: nothing is left "
+                                            "for the spine, a 'leaf' that connects to nothing above.",
+                          answer=lambda nodes, ports: _leaf_switches(nodes, ports, down_share=1.0)),
+            Misconception("one-port-per-node", "Every GPU has its own port, not every node: 8 ports a node.",
+                          answer=lambda nodes, ports: _leaf_switches(nodes, ports, gpus_per_node=1)),
+        ),
+        variants={"nodes": (16, 32, 48, 64), "ports": (64,)},
+    ),
+    Question(
+        id="l14.dp-bytes-model-parallel",
+        lesson="14",
+        kind="numeric",
+        prompt=("Llama 3 70B (roofkit.model('llama-3-70b').params) is split {tp}-way by tensor parallelism and "
+                "{pp}-way by pipeline parallelism, and trained by {dp} data-parallel replicas. In the ring "
+                "all-reduce of its BF16 gradients, how many bytes does each GPU send per step?"),
+        params={"tp": 8, "pp": 4, "dp": 32},
+        key=lambda tp, pp, dp: _dp_bytes("llama-3-70b", tp, pp, dp),
+        unit="byte",
+        rtol=0.02,
+        hints=("Each GPU holds, and so reduces, the gradients of its own share of the model only.",
+               "A ring all-reduce sends 2(n - 1)/n times the buffer, n the data-parallel replicas."),
+        misconceptions=(
+            Misconception("whole-model", "Each GPU all-reduces the gradients it holds: 1/(TP·PP) of the model, "
+                                         "not all of it. That is how model parallelism cuts data-parallel traffic.",
+                          answer=lambda tp, pp, dp: _dp_bytes("llama-3-70b", tp, pp, dp, split=False)),
+            Misconception("no-ring-factor", "You sent the buffer once; a ring all-reduce sends 2(n-1)/n of it.",
+                          answer=lambda tp, pp, dp: _dp_bytes("llama-3-70b", tp, pp, dp, ring=False)),
+        ),
+        variants={"tp": (4, 8), "pp": (1, 4, 16), "dp": (4, 32)},
+    ),
+    Question(
+        id="l14.a2a-time",
+        lesson="14",
+        kind="numeric",
+        prompt=("A mixture-of-experts layer routes each of the {tokens} tokens on every GPU to {top_k} experts, "
+                "spread over the {gpus} GPUs of one '{link}' node. Dispatching them is an all-to-all in which each "
+                "GPU's send buffer holds tokens x top_k x d_model BF16 values (d_model = {d_model}). With the "
+                "α-β model, (n - 1)·α + (n - 1)/n·S/β (the link's α and its bandwidth per direction), how long "
+                "does one dispatch take? Answer in µs."),
+        params={"tokens": 8192, "top_k": 8, "d_model": 7168, "gpus": 8, "link": "hgx-h100"},
+        key=lambda tokens, top_k, d_model, gpus, link: _a2a_us(tokens, top_k, d_model, gpus, link),
+        unit="µs",
+        rtol=0.02,
+        hints=("S = tokens x top_k x d_model x 2 bytes: each token goes to top_k experts.",
+               "The GPU keeps 1/n of its buffer (its own experts) and sends the rest."),
+        misconceptions=(
+            Misconception("no-top-k", "Each token is sent to top_k experts: the buffer is top_k times the tokens' "
+                                      "activations.",
+                          answer=lambda tokens, top_k, d_model, gpus, link: _a2a_us(tokens, 1, d_model, gpus, link)),
+            Misconception("both-directions", "You used the link's both-directions figure as β.",
+                          answer=lambda tokens, top_k, d_model, gpus, link: _a2a_us(tokens, top_k, d_model, gpus,
+                                                                                    link, both=True)),
+        ),
+        variants={"tokens": (4096, 8192), "top_k": (4, 6, 8), "link": ("hgx-a100", "hgx-h100", "hgx-b200")},
+    ),
+    Question(
+        id="l14.tokens-per-gpu",
+        lesson="14",
+        kind="numeric",
+        prompt=("Llama 3 405B's Table 4 keeps the batch at {batch_m}M tokens (M = 2**20) whether the run uses "
+                "8,192 or {gpus} GPUs. How many tokens does each GPU get per step at {gpus} GPUs?"),
+        params={"batch_m": 16, "gpus": 16384},
+        key=lambda batch_m, gpus: batch_m * 2**20 / gpus,
+        unit="dimensionless",
+        rtol=0.005,
+        hints=("Tokens per GPU is the batch over the GPUs.",),
+        misconceptions=(
+            Misconception("batch-grew", "The batch did not grow with the GPUs: Table 4 has 16M tokens at both "
+                                        "8K and 16K GPUs, so each GPU's share halves.",
+                          answer=_unless(lambda batch_m, gpus: batch_m * 2**20 / gpus,
+                                         lambda batch_m, gpus: batch_m * 2**20 / 8192)),
+            Misconception("decimal-m", "M here is 2**20, not 10**6.",
+                          answer=lambda batch_m, gpus: batch_m * 1e6 / gpus),
+        ),
+        variants={"batch_m": (4, 16), "gpus": (8192, 16384)},
     ),
 )

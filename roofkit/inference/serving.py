@@ -20,7 +20,7 @@ estimates (:mod:`roofkit.inference.engine`). ``usd_per_gpu_hour`` prices them:
 
     >>> s = serve("llama-3-70b", "h100", gpus=8, context=8192)
     >>> s.memory.max_batch, round(s.tpot_s * 1e3, 2), round(s.tokens_per_s)
-    (176, 6.65, 150)
+    (176, 6.66, 150)
     >>> w = serve("llama-3-8b", "h100", input_tokens=2048, output_tokens=128, dtype="fp8", usd_per_gpu_hour=2)
     >>> w.batch, round(w.tokens_per_s), round(w.usd_per_million_tokens, 3)
     (490, 5568, 0.1)

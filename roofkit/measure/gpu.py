@@ -247,9 +247,15 @@ def measure_gpu(quick: bool = False, progress=None, device_index: int = 0) -> Gp
             del fn
             tick()
 
-    # 4. whole decoder layers, op by op and whole, and the launch figures (the per-kernel floor)
+    # 4. whole decoder layers, op by op and whole, and the launch figures (the per-kernel floor); then layers as
+    #    training runs them, forward and forward plus backward
     layer_data, layer_notes = _layers.measure_layers(torch, timer, device, quick, tick,
                                                      free_bytes=torch.cuda.mem_get_info(device)[0])
+    training, training_notes = _layers.measure_training(torch, timer, device, quick, tick,
+                                                        free_bytes=torch.cuda.mem_get_info(device)[0])
+    if training:  # forward and backward, beside the inference layers: what calibrates the training step
+        layer_data["training"] = training
+    layer_notes += training_notes
     layer_data["roofs"] = {"peak_flops_per_s": dict(peaks), "bandwidth_bytes_per_s": bandwidth}
     if acc:
         layer_data["catalog"] = acc.key

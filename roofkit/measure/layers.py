@@ -9,7 +9,13 @@ The format is the one of ``roofkit/data/measured/h200-2026-11-30/layers.json``
                 ops_s: {norm1, qkv, attn, out, residual1, norm2, mlp.up, mlp.gate, mlp.act, mlp.down, residual2},
                 layer_s, layer_graph_s, layer_wall_s}],
      "roofs": {peak_flops_per_s: {bf16: ...}, bandwidth_bytes_per_s}, "catalog": "h200",   (optional)
-     "attention": {label, dtype, flops, time_s}}   (optional: one large causal SDPA, timed alone)
+     "attention": {label, dtype, flops, time_s},   (optional: one large causal SDPA, timed alone)
+     "training": [{model, d, H, KV, ff, head_dim, batch, seq, forward_s, forward_backward_s}]}  (optional)
+
+``training`` holds whole layers timed as a training step runs them (autograd on,
+a causal prefill): the forward pass alone and the forward plus the backward
+(:func:`measure_training`); :func:`roofkit.steptime.compare_training` holds
+the step model's backward against them.
 
     >>> data = load_layers()                      # the H200 dataset shipped with roofkit
     >>> data.device, len(data.cases)
@@ -33,8 +39,9 @@ from pathlib import Path
 from ..errors import InvalidValue
 from ..units import whole
 
-__all__ = ["LayerCase", "LayerDataset", "load_layers", "shipped", "SHIPPED", "OPS", "LAYER_SET", "LAYER_SET_QUICK",
-           "ATTENTION_SHAPE", "measure_layers", "measure_launch", "measure_attention"]
+__all__ = ["LayerCase", "LayerDataset", "TrainingCase", "load_layers", "shipped", "SHIPPED", "OPS", "LAYER_SET",
+           "LAYER_SET_QUICK", "ATTENTION_SHAPE", "TRAINING_SET", "TRAINING_SET_QUICK", "measure_layers",
+           "measure_launch", "measure_attention", "measure_training"]
 
 SHIPPED = "h200-2026-11-30"  # the folder under roofkit/data/measured/
 OPS = ("norm1", "qkv", "attn", "out", "residual1", "norm2", "mlp.up", "mlp.gate", "mlp.act", "mlp.down", "residual2")
@@ -46,6 +53,9 @@ LAYER_SET_QUICK = (("llama-3-8b", 1, 512, None), ("llama-3-8b", 1, 1, 8192), ("l
 # the attention kernel timed alone for its achievable rate: batch, heads, tokens, head dim (causal, bf16);
 # the shape of the shipped H200 dataset's largest prefill attention (Llama 2 7B, 8 x 2,048 tokens)
 ATTENTION_SHAPE = (8, 32, 2048, 128)
+# (catalog model, batch, seq): causal prefills, forward and backward, as a training micro-batch runs them
+TRAINING_SET = (("llama-2-7b", 1, 2048), ("llama-2-7b", 4, 2048), ("llama-3-8b", 1, 4096), ("llama-3-8b", 2, 8192))
+TRAINING_SET_QUICK = (("llama-3-8b", 1, 2048),)
 _LAUNCH = ("host_per_launch_s", "gpu_stream_per_kernel_s", "single_kernel_event_s", "graph_per_kernel_s")
 
 
@@ -100,6 +110,46 @@ class LayerCase:
         return cls(**fields)
 
 
+@dataclass(frozen=True)
+class TrainingCase:
+    """One layer timed as training runs it: forward alone, and forward plus backward (s)."""
+
+    model: str
+    d: int
+    H: int
+    KV: int
+    ff: int
+    head_dim: int
+    batch: int
+    seq: int
+    forward_s: float
+    forward_backward_s: float
+
+    @property
+    def backward_s(self) -> float:
+        return self.forward_backward_s - self.forward_s
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} training, {'' if self.batch == 1 else f'{self.batch} x '}{self.seq} tokens"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "training case") -> "TrainingCase":
+        missing = [k for k in cls.__dataclass_fields__ if k not in data]
+        if missing:
+            raise InvalidValue(f"{where} lacks {', '.join(missing)} (see roofkit.measure.layers for the format).")
+        for k in ("d", "H", "KV", "ff", "head_dim", "batch", "seq"):
+            whole(data[k], f"{where}: {k}", integer_only=True)
+        for k in ("forward_s", "forward_backward_s"):
+            value = data[k]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidValue(f"{where}: {k} must be a time in seconds greater than 0; got {value!r}.")
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
 @dataclass
 class LayerDataset:
     """A set of measured layers on one device, with its launch figures and (when known) its achievable roofs."""
@@ -114,6 +164,7 @@ class LayerDataset:
     catalog: str | None = None  # the catalog key of the device, when one matches
     source: str = ""  # where this dataset was read from
     attention: dict | None = None  # one large causal attention timed alone: {label, dtype, flops, time_s}
+    training: list[TrainingCase] = field(default_factory=list)  # forward and backward, as training runs them
 
     def to_dict(self) -> dict:
         """The layers.json format (``source`` left out: it says where a file was read from)."""
@@ -125,6 +176,8 @@ class LayerDataset:
             data["catalog"] = self.catalog
         if self.attention:
             data["attention"] = self.attention
+        if self.training:
+            data["training"] = [c.to_dict() for c in self.training]
         return data
 
     def save(self, path: str | Path) -> Path:
@@ -155,11 +208,16 @@ def _from_document(data: dict, source: str, extras: tuple = (None, None)) -> Lay
                            "as in roofkit/data/measured/h200-2026-11-30/layers.json).")
     cases = [LayerCase.from_dict(c, f"{source}: case {i}") for i, c in enumerate(data["cases"])]
     launch = {k: v for k, v in (data.get("launch") or {}).items() if k in _LAUNCH}
+    training = data.get("training") or []
+    if not isinstance(training, list):
+        raise InvalidValue(f"{source}: \"training\" must be a list of cases.")
     return LayerDataset(device=str(data.get("device", "unknown GPU")), cases=cases, launch=launch,
                         torch=str(data.get("torch", "")), date=str(data.get("date", "")),
                         method=str(data.get("method", "")), roofs=data.get("roofs") or extras[0],
                         catalog=data.get("catalog") or extras[1], source=source,
-                        attention=_attention(data.get("attention"), source))
+                        attention=_attention(data.get("attention"), source),
+                        training=[TrainingCase.from_dict(c, f"{source}: training case {i}")
+                                  for i, c in enumerate(training)])
 
 
 def _attention(block, source: str) -> dict | None:
@@ -412,7 +470,74 @@ def measure_layers(torch, timer, device, quick: bool = False, progress=None, fre
     return document, notes
 
 
+def _training_step(torch, shape, batch: int, seq: int, device):
+    """(forward, forward and backward) of one bf16 layer with autograd on: a causal prefill, as training runs it."""
+    F = torch.nn.functional
+    bf16 = torch.bfloat16
+    d, H, KV, ff, dh = shape.d_model, shape.heads, shape.kv_heads, shape.d_ff, shape.head_dim
+
+    def weight(*size, scale=0.02):
+        return (torch.randn(*size, device=device, dtype=bf16) * scale).requires_grad_()
+
+    w1, w2 = torch.ones(d, device=device, dtype=bf16).requires_grad_(), \
+        torch.ones(d, device=device, dtype=bf16).requires_grad_()
+    w_qkv, w_out = weight(d, (H + 2 * KV) * dh), weight(H * dh, d)
+    w_up, w_gate, w_down = weight(d, ff), weight(d, ff), weight(ff, d)
+    x = torch.randn(batch, seq, d, device=device, dtype=bf16).requires_grad_()
+    gqa = {"enable_gqa": True} if KV < H else {}
+
+    def forward():
+        h = F.rms_norm(x, (d,), w1)
+        q, k, v = (h @ w_qkv).split([H * dh, KV * dh, KV * dh], dim=-1)
+        q, k, v = (t.view(batch, seq, n, dh).transpose(1, 2) for t, n in ((q, H), (k, KV), (v, KV)))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa).transpose(1, 2).reshape(batch, seq, H * dh)
+        r1 = x + o @ w_out
+        h2 = F.rms_norm(r1, (d,), w2)
+        return r1 + (F.silu(h2 @ w_gate) * (h2 @ w_up)) @ w_down
+
+    def step():
+        forward().sum().backward()
+
+    return forward, step
+
+
+def measure_training(torch, timer, device, quick: bool = False, progress=None, free_bytes: float | None = None,
+                     training_set=None) -> tuple[list[dict], list[str]]:
+    """Time whole layers as a training step runs them: the forward alone, then forward and backward.
+
+    Cases that do not fit in ``free_bytes`` are skipped, with a note. Returns the
+    ``training`` list of a layers.json document, and the notes.
+    """
+    from .. import models
+
+    tick = progress or (lambda: None)
+    iters = 5 if quick else 15
+    notes, cases = [], []
+    for key, batch, seq in training_set or (TRAINING_SET_QUICK if quick else TRAINING_SET):
+        shape = models.get(key)
+        if free_bytes is not None and 3 * _case_bytes(shape, batch, seq, seq) > 0.6 * free_bytes:
+            notes.append(f"training: {key} batch {batch} seq {seq} skipped (does not fit in memory)")
+            tick()
+            continue
+        try:
+            forward, step = _training_step(torch, shape, batch, seq, device)
+            forward_s = timer.median(forward, iters, warmup=3)
+            forward_backward_s = timer.median(step, iters, warmup=3)
+        except (AttributeError, RuntimeError, TypeError) as error:  # a build without autograd, an op it lacks
+            notes.append(f"training: not measured ({type(error).__name__}: {str(error).splitlines()[0][:100]})")
+            tick()
+            break
+        cases.append({"model": key, "d": shape.d_model, "H": shape.heads, "KV": shape.kv_heads, "ff": shape.d_ff,
+                      "head_dim": shape.head_dim, "batch": batch, "seq": seq, "forward_s": forward_s,
+                      "forward_backward_s": forward_backward_s})
+        del forward, step
+        torch.cuda.empty_cache()
+        tick()
+    return cases, notes
+
+
 def steps(quick: bool) -> int:
-    """Progress ticks of :func:`measure_layers`: one per case, one for the launch figures."""
-    return len(LAYER_SET_QUICK if quick else LAYER_SET) + 1
+    """Progress ticks of :func:`measure_layers` and :func:`measure_training`: one per case, one for the launch
+    figures."""
+    return len(LAYER_SET_QUICK if quick else LAYER_SET) + 1 + len(TRAINING_SET_QUICK if quick else TRAINING_SET)
 

@@ -1,0 +1,115 @@
+"""roofkit parallel against published training runs: the bound, the calibrated estimate, leave-one-out.
+
+    python benchmarks/published_runs.py [--write] [--quick]
+
+Prints, for every run shipped in roofkit/data/published/:
+
+1. the FITTING set (training.json: Megatron-LM Table 1, BLOOM 176B, Llama 3 405B):
+   predicted / published step time for the bound (must be <= 1: a published run
+   faster than the bound is a bug), for the calibrated estimate, and for the
+   calibrated estimate refitted WITHOUT that run (leave-one-out);
+2. the HELD-OUT set (training_heldout.json: Narayanan et al. Table 2, Korthikanti et
+   al. Tables 3 and 5, MT-NLG, Megatron-Core's H100 table), which the fit never sees:
+   the same ratios;
+3. Llama 3 405B's three Table 4 runs as MFU, published against calibrated, in Meta's
+   layout;
+4. the fit with the overlap efficiency freed as well, and what it does to the held-out runs.
+
+``--write`` refits and writes roofkit/data/published/calibration.json (the constants
+``--calibrated`` uses). ``--quick`` skips leave-one-out and the second fit.
+Not a pass/fail test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+from roofkit import hardware
+from roofkit.parallel import calibration, published
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ratios(runs, k):
+    rows = []
+    for r in runs:
+        pub = published.published_step_s(r)
+        bound = published.predict(r)
+        cal = published.predict(r, calibrated=True, constants=k)
+        rows.append({"case": r.case, "published_s": pub, "bound": bound.step_time_s / pub,
+                     "calibrated": cal.step_time_s / pub, "run": r, "plan": cal})
+    return rows
+
+
+def summary(rows, key, label):
+    values = [x[key] for x in rows]
+    worst = max(values, key=lambda v: abs(math.log(v)))
+    within = {lim: sum(1 / lim <= v <= lim for v in values) for lim in (1.1, 1.2, 1.25, 1.5)}
+    print(f"  {label}: worst {worst:.2f}x; within 1.1x {within[1.1]}/{len(values)}, 1.2x {within[1.2]}, "
+          f"1.25x {within[1.25]}, 1.5x {within[1.5]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="refit and write data/published/calibration.json")
+    parser.add_argument("--quick", action="store_true", help="skip leave-one-out and the two-constant fit")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    fitting, held = published.load("fitting"), published.load("held-out")
+    k = calibration.fit(fitting)
+    shipped = calibration.constants()
+    print(f"fit on {len(fitting)} runs: matmul_efficiency = {k.matmul_efficiency:.3f} "
+          f"(overlap_efficiency {k.overlap_efficiency:g}, per-kernel floor from roofkit.layertime), "
+          f"rms log error {k.rms_log_error:.3f}; shipped: {shipped.matmul_efficiency:.3f}")
+    if args.write:
+        path = ROOT / "roofkit/data/published/calibration.json"
+        path.write_text(json.dumps(k.to_dict(), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+        calibration._CACHE.clear()
+
+    loo = {} if args.quick else {x["case"]: x for x in calibration.leave_one_out(fitting)}
+    print("\n== fitting set: predicted / published step time ==")
+    print(f"  {'run':<54} {'published':>10} {'bound':>6} {'calib.':>7} {'LOO':>6} {'LOO k':>6}")
+    rows = ratios(fitting, k)
+    for x in rows:
+        o = loo.get(x["case"])
+        extra = f" {o['ratio']:6.2f} {o['constants']['matmul_efficiency']:6.3f}" if o else ""
+        print(f"  {x['case'][:54]:<54} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}{extra}")
+    summary(rows, "bound", "bound (<= 1 is a bound)")
+    summary(rows, "calibrated", "calibrated")
+    if loo:
+        summary([{"r": o["ratio"]} for o in loo.values()], "r", "leave-one-out")
+
+    print("\n== held-out set (never fitted on) ==")
+    held_rows = ratios(held, k)
+    for x in held_rows:
+        print(f"  {x['case'][:66]:<66} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}")
+    summary(held_rows, "bound", "bound (<= 1 is a bound)")
+    summary(held_rows, "calibrated", "calibrated, all")
+    modelled = [x for x in held_rows if "ZeRO-3" not in x["case"]]
+    summary(modelled, "calibrated", "calibrated, without Table 2's DeepSpeed ZeRO-3 rows")
+
+    print("\n== Llama 3 405B, Table 4, in Meta's layout: MFU (Meta's FLOP count, as assumed) ==")
+    for x in rows:
+        r = x["run"]
+        if r.case.startswith("Llama 3"):
+            mfu_pub = r.assumed["published_tflops_per_gpu"] * 1e12 / hardware.get(r.hw).peak("bf16")
+            print(f"  {r.case:<54} published {mfu_pub:.1%}  calibrated {mfu_pub / x['calibrated']:.1%} "
+                  f"({1 / x['calibrated'] - 1:+.1%})  bound {mfu_pub / x['bound']:.1%}")
+
+    if not args.quick:
+        both = calibration.fit(fitting, free=("matmul_efficiency", "overlap_efficiency"))
+        print(f"\n== fit freeing the overlap efficiency too: matmul {both.matmul_efficiency:.3f}, overlap "
+              f"{both.overlap_efficiency:.3f}, rms log error {both.rms_log_error:.3f} (vs {k.rms_log_error:.3f}) ==")
+        summary(ratios(fitting, both), "calibrated", "fitting set")
+        alt = [x for x in ratios(held, both) if "ZeRO-3" not in x["case"]]
+        summary(alt, "calibrated", "held-out, without ZeRO-3")
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
