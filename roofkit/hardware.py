@@ -188,7 +188,7 @@ class Accelerator:
         >>> h100 = get("h100")
         >>> h100.memory_bytes, h100.capacity_bytes
         (80000000000.0, 85520809984.0)
-        >>> get("mi300x").capacity_bytes == get("mi300x").memory_bytes  # none published: the datasheet's
+        >>> get("tpu v5e").capacity_bytes == get("tpu v5e").memory_bytes  # none published: the datasheet's
         True
         """
         return self.usable_memory_bytes if self.usable_memory_bytes is not None else self.memory_bytes

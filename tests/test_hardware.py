@@ -364,7 +364,9 @@ def test_memory_plans_use_what_the_card_reports():
     # the H200's figure is our own card's: the shipped nvidia-smi output says so
     smi = (Path(hardware.__file__).parent / "data/measured/h200-2026-11-30/smi.txt").read_text()
     assert "143771 MiB" in smi
-    assert mi300x.usable_memory_bytes is None and mi300x.capacity_bytes == mi300x.memory_bytes
+    assert mi300x.capacity_bytes == 206_141_652_992 and "rocm-smi" in mi300x.capacity_source
+    v5e = hardware.get("tpu v5e")  # none published: plans use the datasheet's
+    assert v5e.usable_memory_bytes is None and v5e.capacity_bytes == v5e.memory_bytes
     for acc in hardware.catalog():  # a card reports within 10% of its datasheet
         if acc.usable_memory_bytes:
             assert 0.9 < acc.usable_memory_bytes / acc.memory_bytes < 1.1, acc.key
