@@ -189,10 +189,12 @@ register(
                           "group size (in BF16).",
                           answer=lambda model, context, kv_dtype, **_: _attention(
                               kvcache.with_kv_heads(model, models.get(model).heads), context, kv_dtype)),
-            Misconception("intensity-is-batch",
-                          "Batching helps the weights' GEMMs, whose weights the sequences share. Each sequence reads "
-                          "its own cache, so attention's intensity does not grow with the batch.",
-                          answer=lambda **p: 64.0),
+            Misconception("all-query-heads",
+                          "That is the number of query heads. Each K and V element read serves only the query heads "
+                          "of its own group, not every head of the layer.",
+                          answer=_unless_key(lambda heads, **_: float(heads),
+                                             lambda model, context, kv_dtype, **_: _attention(model, context,
+                                                                                               kv_dtype))),
         ),
     ),
     Question(
@@ -324,6 +326,11 @@ register(
             Misconception("per-gpu",
                           "That is per GPU. The question asks for the node: all its GPUs serve the batch together.",
                           answer=lambda model, hw, gpus, context, **_: _worked(model, hw, gpus, context) / gpus),
+            Misconception("per-user",
+                          "That is one user's rate, 1 / TPOT. The batch produces one token per sequence per step: "
+                          "multiply by the batch.",
+                          answer=lambda model, hw, gpus, context, **_: 1 / latency.tpot(
+                              model, hw, memory.max_batch(model, hw, gpus, context), context, gpus=gpus)),
         ),
     ),
     # --- exercises --------------------------------------------------------------------------------------------
