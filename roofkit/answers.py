@@ -770,12 +770,12 @@ def expression(text, symbols: tuple[str, ...]):
     Implicit products are read ('2n', 'n b', '3(n+1)'), as are sqrt, log and
     exp; any other name is refused with the list of the question's symbols.
     """
-    import sympy
-
     if not isinstance(text, str):
         if type(text).__module__.startswith("sympy"):
             return text
         if isinstance(text, numbers.Real) and not isinstance(text, bool):
+            import sympy
+
             return sympy.nsimplify(text)
         raise InvalidValue(f"a formula in {', '.join(symbols)} is expected; got {type(text).__name__}.")
     body = _check_text(text, "a formula")
@@ -784,6 +784,8 @@ def expression(text, symbols: tuple[str, ...]):
     expected = f"write a formula in {', '.join(symbols)} using + - * / ** and parentheses, such as {example}"
     if rest.strip():
         raise InvalidValue(f"cannot read {body[:60]!r}: unexpected {rest.strip()[:10]!r}; {expected}.")
+    import sympy  # only once the text reads as a formula: the import alone takes about a second
+
     names = {s: sympy.Symbol(s, positive=True) for s in symbols}
     if sum(token == ("op", "**") for token in tokens) > 6:
         raise InvalidValue(f"cannot read {body[:60]!r}: it has more powers than a formula here needs; {expected}.")
