@@ -322,3 +322,31 @@ def test_bad_question_definitions():
     with pytest.raises(InvalidValue, match="needs choices"):
         Question(id="x", lesson="99", kind="choice", prompt="", key=lambda: 1)
     assert math.isfinite(GEMM.answer_key())
+
+
+def test_a_past_release_naming_an_old_id_still_grades(tmp_path):
+    """A release handed out before l08.gpus-30-days was renamed: its records keep the old id, and still grade."""
+    import json
+    from pathlib import Path
+
+    import nbformat
+
+    from roofkit.grading import assign, cells, grade
+
+    old, new = "l08.gpus-30-days", quiz.RENAMED["l08.gpus-30-days"]
+    root = Path(__file__).resolve().parent.parent
+    assign.main(questions=[new], name="old", out=tmp_path / "release", root=root)
+    for name in ("assignment.json", "template.ipynb", "old.ipynb"):  # as the release was written then
+        path = tmp_path / "release" / name
+        path.write_text(path.read_text(encoding="utf-8").replace(new, old), encoding="utf-8")
+    nb = nbformat.read(tmp_path / "release" / "old.ipynb", as_version=4)
+    key = quiz.get(new).answer_key()
+    for cell in nb.cells:
+        if cells.is_answer_cell(cell):
+            cell.source = f"check({old!r}, {key!r})"
+    nbformat.write(nb, tmp_path / "ann.ipynb")
+    result = grade.main([tmp_path / "ann.ipynb"], out=tmp_path / "grades", release=tmp_path / "release",
+                        progress=False)["students"]
+    assert result[0]["status"] == "graded" and result[0]["score"] == result[0]["max_score"] > 0, result
+    stored = json.loads((tmp_path / "grades" / "results" / "ann.json").read_text())
+    assert [(q["id"], q["verdict"]) for q in stored["questions"]] == [(old, "correct")]
