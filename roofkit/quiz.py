@@ -507,7 +507,7 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
         if off <= max(2 * question.rtol, 0.03):
             return (f"{read_as}Close, but {direction} by {100 * off:.2g}%: more than rounding explains. Recheck the "
                     f"inputs and the arithmetic. {try_hint}.", None)
-        if 0.5 <= ratio <= 2:
+        if 2 / 3 <= ratio <= 1.5:
             return (f"{read_as}Off by {100 * off:.2g}% ({direction}): too far for rounding, so an input or a step "
                     f"differs. Recheck each number you used and each factor. {try_hint}.", None)
         factor = ratio if ratio > 1 else 1 / ratio
@@ -580,7 +580,7 @@ def _choice(question: Question, answer) -> Verdict:
 
     wrong = _misconception(question, lambda v: str(v).lower() == given.lower())
     return Verdict(question.id, False, wrong.feedback if wrong else
-                   f"Not {given}: reread the question and weigh each choice. {_hint_call(question).capitalize()}.",
+                   f"Not {given}: reread the question and weigh each choice. T{_hint_call(question)[1:]}.",
                    wrong.name if wrong else None, given)
 
 
