@@ -15,6 +15,13 @@ A numeric answer is a short arithmetic expression followed by an optional unit:
     (3890000.0, 1400.0)
     >>> answers.number("295 FLOPS/byte", "FLOP/byte"), answers.number("1232 μs", "s")
     (295.0, 0.001232)
+    >>> answers.number("1.12 trillion", "byte"), answers.number("240G", "FLOP")  # count words only: the question's unit
+    (1120000000000.0, 240000000000.0)
+    >>> answers.number("282 TF/s", "TFLOP/s"), answers.number("$3.89M", "dimensionless")
+    (282.0, 3890000.0)
+
+A number given in Python is read as the text that types it (0.17 as
+``'0.17'``), so that it gets the same verdict and message as the text.
 
 Nothing a learner types is ever handed to ``eval``, pint or ``sympy.sympify``:
 the text is tokenized and parsed here, by a grammar that knows numbers, the
@@ -27,12 +34,18 @@ Every failure is a :class:`~roofkit.errors.RoofkitError` (``InvalidValue`` or
 Units are products and quotients of FLOP, byte, bit and time units with SI or
 binary prefixes, in the spellings people use (``FLOP/byte``, ``flop/B``,
 ``FLOPs/byte``, ``TFLOPS``, ``TB/s``, ``TBps``, ``TBytes/s``, ``GiB/s``, ``µs``,
-``us``, ``ms``, ``h``, ``days``, ``%``, a trailing ``x`` for a factor) and the
-count words ``k``, ``M``, ``B``/``bn``, ``T``, ``thousand``, ``million``,
-``billion``, ``trillion``. Where a spelling is ambiguous the question decides:
-``B`` is a byte in a question about bytes and a billion in a plain count;
-``FLOPS`` is a rate where a rate is asked and a count otherwise. ``b`` is
-always a bit and ``B`` a byte, as on a datasheet.
+``us``, ``ms``, ``milliseconds``, ``megabytes``, ``TF/s``, ``tflops``,
+``teraflops``, ``Hz``, ``h``, ``days``, ``years``, ``%``, a trailing ``x`` for a
+factor, ``MAC`` for a multiply-accumulate), things counted (``GPUs``,
+``H100s``, ``tokens``, ``tok/s``, ``steps``, ``micro-batches``, ``$`` and
+``USD``) and the count words ``k``, ``M``, ``B``/``bn``, ``T``, ``Ki``,
+``thousand``, ``million``, ``billion``, ``trillion``. Where a spelling is
+ambiguous the question decides: ``B`` is a byte in a question about bytes and a
+billion in a plain count; ``FLOPS`` is a rate where a rate is asked and a count
+otherwise (a :class:`Reading` notes how such a spelling was read); a lone ``m``
+is a million, except on a question about time, where it is refused (``ms`` or
+``min``?). ``b`` is always a bit and ``B`` a byte, as on a datasheet.
+docs/answers.md lists all of it, with examples.
 """
 
 from __future__ import annotations
