@@ -511,7 +511,9 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
             return (f"{read_as}Off by {100 * off:.2g}% ({direction}): too far for rounding, so an input or a step "
                     f"differs. Recheck each number you used and each factor. {try_hint}.", None)
         factor = ratio if ratio > 1 else 1 / ratio
-        size = f"about {_number(float(f'{factor:.2g}'))}x"
+        # a factor past 10 is said as its order: 'by about 4,500x' on an answer of 1 would give the key away
+        size = f"about {factor:.2g}x" if float(f"{factor:.2g}") <= 10 else \
+            f"more than {10 ** math.floor(math.log10(factor)):,}x"
         return f"{read_as}{direction.capitalize()} by {size}. {try_hint}.", None
     sign = " (the sign is wrong)" if value < 0 < key or key < 0 < value else ""
     return f"{read_as}{direction.capitalize()}{sign}. {try_hint}.", None
