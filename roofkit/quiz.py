@@ -5,8 +5,12 @@ over the question's parameters, so the same question can be asked with other
 numbers (a class variant) and the key follows. Four kinds:
 
 * numeric   a number, or a string with a unit ("3.35 TB/s", "296 FLOP/byte"),
-            read by :mod:`roofkit.answers` and compared within a relative
-            tolerance (``rtol=0``: one exact whole number);
+            read by :mod:`roofkit.answers`. Right when it is the key rounded
+            to at least ``figures`` significant figures (two unless the
+            question needs more), or within ``rtol`` of the key (another
+            honest path, a catalog figure rounded); ``rtol=0``: the exact
+            value only (a whole number such as "the smallest n", or 65504).
+            The prompt says which (:meth:`Question.precision`);
 * symbolic  a formula such as ``2*n/(3*b)``, read by :mod:`roofkit.answers`
             (never by ``sympify``) and checked for equivalence;
 * choice    one of a few words ("memory" or "compute");
@@ -29,7 +33,9 @@ from typing import Any
 
 from .errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
 
-__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask", "answer_key", "use_variant", "current", "close_enough", "params_digest", "NOT_ANSWERED"]
+__all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask",
+           "answer_key", "use_variant", "current", "close_enough", "params_digest", "NOT_ANSWERED", "RENAMED",
+           "by_id"]
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 NOT_ANSWERED = "not answered yet"
@@ -75,7 +81,9 @@ class Question:
     params: Mapping[str, Any] = field(default_factory=dict)
     unit: str | None = None  # numeric: the unit the key is in, e.g. "FLOP/byte", "byte/s", "hour"
     rtol: float = 0.02  # 0: only the exact key (a whole number such as 'the smallest n', or 65504)
+    figures: int = 2  # numeric: the significant figures a right answer needs (the prompt says so); not with rtol=0
     choices: tuple[str, ...] = ()
+    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # choice -> the lesson's other terms for it
     symbols: tuple[str, ...] = ()  # symbolic: names the learner may use
     cases: tuple[tuple, ...] = ()  # code: argument tuples the function is checked on
     hidden_cases: tuple[tuple, ...] = ()  # code: cases only the grader runs
@@ -90,6 +98,11 @@ class Question:
             raise InvalidValue(f"question {self.id!r}: unknown kind {self.kind!r}; expected one of {', '.join(KINDS)}.")
         if self.kind == "choice" and not self.choices:
             raise InvalidValue(f"question {self.id!r}: a choice question needs choices.")
+        if set(self.synonyms) - set(self.choices):
+            raise InvalidValue(f"question {self.id!r}: synonyms for {sorted(set(self.synonyms) - set(self.choices))}, "
+                               f"which are not among its choices {self.choices}.")
+        if not isinstance(self.figures, int) or not 1 <= self.figures <= 6:
+            raise InvalidValue(f"question {self.id!r}: figures must be a whole number from 1 to 6; got {self.figures!r}.")
 
     def with_params(self, **params) -> "Question":
         """The same question asked with other numbers (a student's variant)."""
@@ -100,17 +113,38 @@ class Question:
 
         return replace(self, params={**self.params, **params})
 
+    def precision(self) -> str:
+        """What the prompt says of the answer's precision (numeric questions; '' for the others)."""
+        if self.kind != "numeric":
+            return ""
+        if self.exact:
+            return ("The answer is an exact whole number." if self.whole else
+                    "Give the exact value: a decimal, a fraction or arithmetic such as 3/512 or 2**-9.")
+        words = {1: "One significant figure is", 2: "Two significant figures are", 3: "Three significant figures are",
+                 4: "Four significant figures are", 5: "Five significant figures are", 6: "Six significant figures are"}
+        return f"{words[self.figures]} enough."
+
+    def template(self) -> str:
+        """The prompt as a release stores it: the bank's text and its precision, a str.format template."""
+        precision = self.precision().replace("{", "{{").replace("}", "}}")
+        return f"{self.prompt} {precision}" if precision else self.prompt
+
     def text(self) -> str:
-        return self.prompt.format(**self.params)
+        return self.template().format(**self.params)
 
     def answer_key(self):
         """The right answer for these parameters (for a code question: the reference function)."""
         return self.key if self.kind == "code" else self.key(**self.params)
 
     @property
+    def exact(self) -> bool:
+        """A numeric question that takes only the exact key (rtol 0): no rounding, no tolerance."""
+        return self.kind == "numeric" and self.rtol == 0
+
+    @property
     def whole(self) -> bool:
         """A numeric question whose answer is one exact whole number (rtol 0 and an integer key)."""
-        return self.kind == "numeric" and self.rtol == 0 and float(self.answer_key()).is_integer()
+        return self.exact and float(self.answer_key()).is_integer()
 
     def to_dict(self) -> dict:
         return {"id": self.id, "lesson": self.lesson, "kind": self.kind, "points": self.points}
@@ -146,6 +180,12 @@ class Verdict:
 
 
 _BANK: dict[str, Question] = {}
+# question ids renamed since a release may have handed them out: old id -> the id the bank has now. A past
+# release's notebooks and answer records keep the old id, and the grader still reads and grades them.
+RENAMED: dict[str, str] = {
+    "l07.params-for-40": "l07.params-for-mfu",  # it asks for the size at 45% MFU (and a variant's MFU)
+    "l08.gpus-30-days": "l08.gpus-for-deadline",  # it asks for 45 days (and a variant's deadline)
+}
 _hints_shown: dict[str, int] = {}
 _variant: dict[str, dict[str, Any]] = {}  # question id -> this notebook's parameters (a class variant)
 
@@ -156,6 +196,7 @@ def use_variant(params_by_question: Mapping[str, Mapping[str, Any]]) -> None:
         get(question_id).with_params(**params)  # validates ids and parameter names
     _variant.clear()
     _variant.update({k: dict(v) for k, v in params_by_question.items()})
+    _variant.update({RENAMED[k]: dict(v) for k, v in params_by_question.items() if k in RENAMED})  # a past release
 
 
 def current(question_id: str | Question) -> Question:
@@ -167,6 +208,8 @@ def current(question_id: str | Question) -> Question:
 
 def register(*new: Question) -> None:
     for question in new:
+        if question.id in RENAMED:
+            raise InvalidValue(f"{question.id!r} is the old id of {RENAMED[question.id]!r}: choose another id.")
         if question.id in _BANK and _BANK[question.id] != question:
             raise InvalidValue(f"two questions share the id {question.id!r}.")
         _BANK[question.id] = question
@@ -188,9 +231,19 @@ def get(question_id: str | Question) -> Question:
     if getattr(release, "graded", lambda: False)():  # a graded kernel holds no bank: the keys stay with the grader
         raise UnknownQuestion(question_id, release.ids())
     _load_bank()
+    if question_id not in _BANK and RENAMED.get(question_id) in _BANK:
+        return _BANK[RENAMED[question_id]]  # an id a past release handed out
     if question_id not in _BANK:
         raise UnknownQuestion(question_id, _BANK)
     return _BANK[question_id]
+
+
+def by_id() -> dict[str, Question]:
+    """Every question by its id, and by the old id of a renamed one (what a past release recorded)."""
+    _load_bank()
+    bank = dict(_BANK)
+    bank.update({old: _BANK[new] for old, new in RENAMED.items() if new in _BANK and old not in _BANK})
+    return bank
 
 
 def answer_key(question_id: str | Question, **params):
@@ -255,6 +308,13 @@ def _source(function) -> str | None:
         return None
 
 
+class Hint(str):
+    """A hint: a string that a notebook shows as text, not as a quoted string."""
+
+    def _repr_pretty_(self, printer, cycle):  # IPython's display of the value a cell ends with
+        printer.text(str(self))
+
+
 def hint_text(question: Question, n: int) -> str:
     """Hint number ``n`` (from 1) of a question, without counting it as shown."""
     if not question.hints:
@@ -264,15 +324,22 @@ def hint_text(question: Question, n: int) -> str:
     return question.hints[n - 1]
 
 
-def hint(question_id: str) -> str:
-    """The next hint of a question (one more each call); the key is never among them."""
+def hint(question_id: str) -> Hint:
+    """The next hint of a question (one more each call), then word that there are no more; never the key.
+
+    In a notebook it shows as text: ``hint('l03.ridge-bf16')``.
+    """
     question = get(question_id)
     if not question.hints:
-        return f"[{question.id}] no hints for this one: reread the prompt and the section above it."
-    shown = min(_hints_shown.get(question.id, 0), len(question.hints) - 1)
+        return Hint(f"[{question.id}] no hints for this one: reread the prompt and the section above it.")
+    shown = _hints_shown.get(question.id, 0)
+    total = len(question.hints)
+    if shown >= total:
+        return Hint(f"[{question.id}] no more hints: you have seen all {total}. Reread them and the section above "
+                    "the question.")
     _hints_shown[question.id] = shown + 1
-    last = " (that was the last hint)" if shown == len(question.hints) - 1 else ""
-    return f"[{question.id}] hint {shown + 1}/{len(question.hints)}: {question.hints[shown]}{last}"
+    last = " (that was the last hint)" if shown == total - 1 else ""
+    return Hint(f"[{question.id}] hint {shown + 1}/{total}: {question.hints[shown]}{last}")
 
 
 def close_enough(a: float, b: float, rtol: float) -> bool:
@@ -306,17 +373,16 @@ def _unit_slip(question: Question, error: UnitMismatch) -> Misconception | None:
     return None
 
 
-def _rounded_too_much(reading, key: float) -> int | None:
-    """The significant figures the learner kept, when their answer is the key rounded to them."""
-    if reading.digits is None or key == 0 or reading.digits >= 6:
-        return None
-    exponent = math.floor(math.log10(abs(key))) - reading.digits + 1
-    return reading.digits if math.isclose(round(key, -exponent), reading.value, rel_tol=1e-9) else None
-
-
-def _figures_needed(rtol: float) -> int:
-    """Significant figures that always land within ``rtol`` of the key (half a unit in the last place)."""
-    return max(2, math.ceil(math.log10(0.5 / rtol)) + 1) if rtol > 0 else 6
+def accepts(question: Question, reading, key: float | None = None) -> bool:
+    """Whether a numeric answer, as read, is right: within ``rtol`` of the key, or (unless the question is
+    exact) the key rounded to at least ``question.figures`` significant figures."""
+    key = float(question.answer_key()) if key is None else key
+    if abs(reading.value - key) <= max(question.rtol, 1e-12) * abs(key):  # an exact key survives a conversion
+        return True
+    if question.exact:
+        return False
+    tolerance = reading.tolerance(question.figures)
+    return tolerance is not None and abs(reading.value - key) <= tolerance
 
 
 def _numeric(question: Question, answer) -> Verdict:
@@ -330,49 +396,135 @@ def _numeric(question: Question, answer) -> Verdict:
         wrong = _unit_slip(question, error)
         feedback = f"{error} {wrong.feedback}" if wrong else str(error)
         return Verdict(question.id, False, feedback, wrong.name if wrong else "unit", _jsonable(answer))
-    value, shown = reading.value, _jsonable(answer)
-    if close_enough(value, key, max(question.rtol, 1e-12)):  # an exact key survives a unit conversion
-        return Verdict(question.id, True, "", answer=shown)
-    # a misconception's value is matched loosely even where the key must be exact: 6104 is 'not a power of two'
-    loose = question.rtol if question.rtol > 0 else 0.005
-    wrong = _misconception(question, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                           and close_enough(value, float(v), loose))
-    if wrong:
-        return Verdict(question.id, False, wrong.feedback, wrong.name, shown)
-    return Verdict(question.id, False, _numeric_feedback(question, reading, key), answer=shown)
+    shown = _jsonable(answer)
+    notes = "; ".join(reading.notes)
+    notes = notes[0].upper() + notes[1:] + "." if notes else ""
+    if accepts(question, reading, key):
+        return Verdict(question.id, True, notes, answer=shown)
+    feedback, wrong = _numeric_feedback(question, reading, key)
+    return Verdict(question.id, False, f"{feedback} {notes}".strip(), wrong.name if wrong else None, shown)
 
 
-def _numeric_feedback(question: Question, reading, key: float) -> str:
-    """Why a number is wrong, without giving the key away: the slip if it is a known kind, else the direction."""
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def _number(value: float) -> str:
+    """A value as a message shows it: 8000 -> '8,000', 33.6 -> '33.6', 1.2e-05 -> '1.2e-05'."""
+    return f"{value:,.10g}"
+
+
+# units a bare number may have been meant in, by the question's unit: (name, how many base units one of it is)
+_ALTERNATIVES = {
+    (0, 0, 1): [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0), ("min", 60.0), ("hours", 3600.0),
+                ("days", 86400.0), ("weeks", 604800.0)],
+    (0, 1, 0): [("byte", 1.0), ("KB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12)],
+    (1, 0, 0): [("FLOP", 1.0), ("MFLOP", 1e6), ("GFLOP", 1e9), ("TFLOP", 1e12), ("PFLOP", 1e15)],
+    (1, 0, -1): [("FLOP/s", 1.0), ("GFLOP/s", 1e9), ("TFLOP/s", 1e12), ("PFLOP/s", 1e15)],
+    (0, 1, -1): [("byte/s", 1.0), ("MB/s", 1e6), ("GB/s", 1e9), ("TB/s", 1e12)],
+}
+# relative slips that are a unit's, not the arithmetic's: (ratio, what it is)
+_UNIT_RATIOS = [
+    (2.0**30 / 1e9, "the gap between a GiB (2^30 bytes) and a GB (10^9 bytes): check which one you used"),
+    (2.0**20 / 1e6, "the gap between a MiB (2^20 bytes) and an MB (10^6 bytes): check which one you used"),
+    (1.024, "the gap between 1,024 and 1,000 (Ki and k): check which one you used"),
+    (2.0**40 / 1e12, "the gap between a TiB (2^40 bytes) and a TB (10^12 bytes): check which one you used"),
+]
+
+
+def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Misconception | None]:
+    """Why a number is wrong, without giving the key away: a misconception, a known slip, or how far off it is."""
+    from .answers import unit
+
     value, hint = reading.value, _hint_call(question)
-    direction = "too large" if value > key else "too small"
-    if reading.bits and close_enough(value * 8, key, question.rtol):
-        return "b is a bit; a byte is B (8 bits). Write the unit as B or byte."
-    if question.unit == "percent" and close_enough(value * 100, key, question.rtol):
-        return "That looks like a fraction: the question asks for a percentage (x 100, or write it with %)."
-    if question.unit in (None, "dimensionless") and close_enough(value / 100, key, question.rtol) and not reading.unit_given:
-        return "That looks like a percentage: the question asks for a fraction (0.25 for 25%, or write it with %)."
+    try_hint = hint[0].upper() + hint[1:]
+    typed = reading.tolerance(reading.digits) if reading.digits else None  # the typed number's own rounding
+    slack = max(question.rtol, 0.005)
+
+    def near(x: float, target: float, factor: float = 1.0) -> bool:
+        """x (the answer times ``factor``) is ``target``, within the tolerance or the answer's own rounding."""
+        return abs(x - target) <= max(slack * abs(target), (typed or 0) * abs(factor))
+
+    read_as = ""
+    letters = [(word, factor) for word, factor in reading.counts if len(word) == 1]
+    if letters:  # '8K' where 8192 is meant: say how a letter was read
+        word, factor = letters[-1]
+        read_as = f"Read as {_number(value)}: {word} is {_number(factor)}. "
+        binary = {"k": 1, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}.get(word)
+        if binary and near(value * 1.024**binary, key, 1.024**binary):
+            prefix = {1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi"}[binary]
+            return f"{read_as}For {_number(1024**binary)} write {prefix} ({prefix}B for bytes). {try_hint}.", None
+    # 1. a misconception: the answer is its value (to the figures typed), and nearer to it than to the key
+    found = []
+    for wrong in question.misconceptions:
+        v = wrong.value(question)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = float(v)
+            if abs(value - v) <= max(slack * abs(v), typed or 0) and abs(value - v) < abs(value - key):
+                found.append((abs(value - v), wrong))
+    if found:
+        wrong = min(found, key=lambda pair: pair[0])[1]  # the nearest, where two round to the same figures
+        return wrong.feedback, wrong
+    # 2. the key, rounded too much ('6.55e4' where the exact 65504 is asked)
+    if typed is not None and abs(value - key) <= typed:
+        return _rounding(question, reading), None
+    # 3. slips of notation
+    if reading.bits and near(value * 8, key, 8):
+        return "b is a bit; a byte is B (8 bits). Write the unit as B or byte.", None
+    if question.unit == "percent" and near(value * 100, key, 100):
+        return "That looks like a fraction: the question asks for a percentage (x 100, or write it with %).", None
+    if question.unit in (None, "dimensionless") and near(value / 100, key, 0.01) and not reading.unit_given:
+        return "That looks like a percentage: the question asks for a fraction (0.25 for 25%, or write it with %).", None
+    # 4. a whole number asked for
     if question.whole:
-        if not math.isclose(value, round(value), rel_tol=1e-12):
-            return f"The answer is a whole number: round {value:g} as the question says, then check again."
+        if not math.isclose(value, round(value), rel_tol=1e-12, abs_tol=1e-12):
+            return (f"{read_as}The answer is a whole number: round {_number(value)} as the question says (which way?), "
+                    "then check again.", None)
         if math.isclose(abs(value - key), 1, rel_tol=1e-9):
             side = "one too few" if value < key else "one too many"
             return (f"{side.capitalize()}: the answer is the exact whole number the question asks for; "
-                    f"check which way you rounded. {hint[0].upper() + hint[1:]}.")
-        return f"{direction.capitalize()}: this question wants one exact whole number. {hint[0].upper() + hint[1:]}."
-    figures = _rounded_too_much(reading, key)
-    if figures is not None:
-        return (f"Close, but rounded too much: {figures} significant figure{'s' * (figures > 1)} is not enough here. "
-                f"Keep at least {_figures_needed(question.rtol)}.")
+                    f"check which way you rounded. {try_hint}.", None)
+    # 5. the right number in another unit: 33.6 read as seconds where milliseconds were meant
+    wanted = unit(question.unit or "dimensionless")
+    if key and value:
+        for name, scale in _ALTERNATIVES.get(wanted.dims, []):
+            if not math.isclose(scale, wanted.scale, rel_tol=1e-9) and near(value * scale / wanted.scale, key,
+                                                                             scale / wanted.scale):
+                return (f"Read as {_number(value)} {question.unit}; did you mean {name}? A bare number is in the "
+                        f"question's unit ({question.unit}): write the unit, or convert. {try_hint}.", None)
+    # 6. how far off it is
+    direction = "too large" if value > key else "too small"
+    if typed is not None and value * key > 0 and 0 < abs(key) - abs(value) < 2 * typed and not question.exact:
+        return (f"Cut off at {_plural(reading.digits, 'significant figure')} rather than rounded: round to the "
+                "nearest instead.", None)
     ratio = value / key if key else math.inf
-    if 0 < ratio < 1.25 and ratio > 0.8:
-        return (f"Close, but {direction} by more than the {question.rtol:.1%} this question allows: "
-                f"recheck the inputs and the arithmetic. {hint[0].upper() + hint[1:]}.")
-    if ratio > 0:
-        size = f" by about {ratio:.3g}x" if ratio > 1 else f" by about {1 / ratio:.3g}x"
-    else:
-        size = " (the sign is wrong)" if value < 0 < key else ""
-    return f"{direction}{size}; {hint}"
+    if ratio > 0 and math.isfinite(ratio):
+        for slip, why in _UNIT_RATIOS:
+            for r in (slip, 1 / slip):
+                if abs(ratio / r - 1) <= max(0.002, min(slack, 0.005)):
+                    return f"{read_as}Off by {abs(ratio - 1):.1%} ({direction}): {why}. {try_hint}.", None
+        off = abs(ratio - 1)
+        if off <= max(2 * question.rtol, 0.03):
+            return (f"{read_as}Close, but {direction} by {100 * off:.2g}%: more than rounding explains. Recheck the "
+                    f"inputs and the arithmetic. {try_hint}.", None)
+        if 2 / 3 <= ratio <= 1.5:
+            return (f"{read_as}Off by {100 * off:.2g}% ({direction}): too far for rounding, so an input or a step "
+                    f"differs. Recheck each number you used and each factor. {try_hint}.", None)
+        factor = ratio if ratio > 1 else 1 / ratio
+        # a factor past 10 is said as its order: 'by about 4,500x' on an answer of 1 would give the key away
+        size = f"about {factor:.2g}x" if float(f"{factor:.2g}") <= 10 else \
+            f"more than {10 ** math.floor(math.log10(factor)):,}x"
+        return f"{read_as}{direction.capitalize()} by {size}. {try_hint}.", None
+    sign = " (the sign is wrong)" if value < 0 < key or key < 0 < value else ""
+    return f"{read_as}{direction.capitalize()}{sign}. {try_hint}.", None
+
+
+def _rounding(question: Question, reading) -> str:
+    figures = _plural(reading.digits, "significant figure")
+    if question.exact:
+        what = "the exact whole number" if question.whole else "the exact value"
+        return f"That is the answer rounded to {figures}; this question asks for {what}."
+    return f"Rounded too much: {figures} {'is' if reading.digits == 1 else 'are'} not enough here; give {question.figures}."
 
 
 def _same_formula(a, b) -> bool:
@@ -413,19 +565,24 @@ def _symbolic(question: Question, answer) -> Verdict:
         return Verdict(question.id, False, wrong.feedback, wrong.name, shown)
     unknown = {s.name for s in expr.free_symbols} - set(question.symbols)
     extra = f" (it uses {', '.join(sorted(unknown))}; the question's symbols are {', '.join(question.symbols)})" if unknown else ""
-    return Verdict(question.id, False, f"not equivalent to the expected expression{extra}; {_hint_call(question)}",
-                   answer=shown)
+    from .answers import formula_reading
+
+    parsed = formula_reading(answer, question.symbols)  # '2n/3b' was read as (2*n/3)*b
+    return Verdict(question.id, False, f"not equivalent to the expected expression{extra}; {_hint_call(question)}"
+                   + (f". {parsed}" if parsed else ""), answer=shown)
 
 
 def _choice(question: Question, answer) -> Verdict:
     from .answers import choice
 
-    given = choice(answer, question.choices)
+    given = choice(answer, question.choices, question.synonyms)
     key = str(question.answer_key()).lower()
     if given.lower() == key:
         return Verdict(question.id, True, "", answer=given)
+
     wrong = _misconception(question, lambda v: str(v).lower() == given.lower())
-    return Verdict(question.id, False, wrong.feedback if wrong else f"not this one; {_hint_call(question)}",
+    return Verdict(question.id, False, wrong.feedback if wrong else
+                   f"Not {given}: reread the question and weigh each choice. T{_hint_call(question)[1:]}.",
                    wrong.name if wrong else None, given)
 
 
@@ -533,7 +690,11 @@ def ask(question_id: str, **params):
     def on_hint(_):
         import html
 
-        hints.value += f"<div>{html.escape(hint(question.id))}</div>"
+        text = hint(question.id)
+        hints.value += f"<div>{html.escape(text)}</div>"
+        if "that was the last hint" in text or "no more hints" in text or "no hints for" in text:
+            hint_button.disabled = True  # says so once, instead of repeating the last hint
+            hint_button.description = "No more hints"
 
     check_button.on_click(on_check)
     hint_button.on_click(on_hint)
@@ -548,5 +709,6 @@ def ask(question_id: str, **params):
     widget.add_class("roofkit-question")
     widget.question = question  # for tests and the browser driver
     widget.check_button, widget.answer_box, widget.feedback = check_button, box, feedback
+    widget.hint_button, widget.hints = hint_button, hints
     display(widget)
     return None

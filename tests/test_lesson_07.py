@@ -112,14 +112,14 @@ def test_seed_003_exercise_2_depends_on_the_model_size():
     seven, seventy = key("l07.ex-mfu-if-7b"), key("l07.ex-mfu-if-7b", params="70B")
     assert seventy == pytest.approx(10 * seven)
     # the worked problem: N that makes it 40% is 0.4 x 1024 x 989e12 x 30 days / (6 x 100e9) ~ 1.75e12
-    worked = key("l07.params-for-40", tokens="100B", days=30, gpus=1024, mfu=0.4)
+    worked = key("l07.params-for-mfu", tokens="100B", days=30, gpus=1024, mfu=0.4)
     assert worked == pytest.approx(1.75e12, rel=0.01)
     # the question asks for another run: 300B tokens, 14 days, 512 GPUs, 45%
-    assert key("l07.params-for-40") == pytest.approx(0.45 * 512 * 989e12 * 14 * 86400 / (6 * 300e9), rel=1e-3)
-    assert key("l07.params-for-40") != pytest.approx(worked, rel=0.5)
+    assert key("l07.params-for-mfu") == pytest.approx(0.45 * 512 * 989e12 * 14 * 86400 / (6 * 300e9), rel=1e-3)
+    assert key("l07.params-for-mfu") != pytest.approx(worked, rel=0.5)
     assert key("l07.ex-mfu-if-7b") == pytest.approx(0.0016, rel=0.01)  # a mostly idle cluster
     assert wrong("l07.ex-mfu-if-7b", 1024 * key("l07.ex-mfu-if-7b")) == "one-gpu"
-    assert wrong("l07.params-for-40", key("l07.params-for-40") / 3600) == "hours-not-seconds"
+    assert wrong("l07.params-for-mfu", key("l07.params-for-mfu") / 3600) == "hours-not-seconds"
 
 
 def test_palm_attention_term():

@@ -77,16 +77,16 @@ def test_seed_000_practice_problem_2():
     flops = training.training_flops(400e9, 8e12)
     assert flops == pytest.approx(1.92e25)
     assert training.gpu_hours(flops, H100.peak("fp8"), 0.35) == pytest.approx(7.7e6, rel=0.01)
-    worked = key("l08.gpus-30-days", mfu=0.35, days=30)
+    worked = key("l08.gpus-for-deadline", mfu=0.35, days=30)
     assert worked == 10_695  # "about 10,700 GPUs"
     assert training.gpu_hours(flops, H100.peak("bf16"), 0.35) == pytest.approx(1.54e7, rel=0.01)
-    assert key("l08.gpus-30-days", dtype="bf16", mfu=0.35, days=30) == pytest.approx(21_000, rel=0.02)  # "~21,000"
+    assert key("l08.gpus-for-deadline", dtype="bf16", mfu=0.35, days=30) == pytest.approx(21_000, rel=0.02)  # "~21,000"
     # the question: 40% MFU, 45 days (not the worked problem's numbers): ceil(1.92e25 / (0.4 x 1979e12 x 3600) / 1080)
-    assert key("l08.gpus-30-days") == math.ceil(1.92e25 / (0.4 * 1979e12 * 3600) / (45 * 24))
-    assert key("l08.gpus-30-days") == 6239
-    assert wrong("l08.gpus-30-days", 6238) is None  # a neighbour is wrong, with no misconception named
-    assert wrong("l08.gpus-30-days", key("l08.gpus-30-days", dtype="bf16")) == "bf16-peak"
-    assert wrong("l08.gpus-30-days", 6239 * 24) == "days-as-hours"
+    assert key("l08.gpus-for-deadline") == math.ceil(1.92e25 / (0.4 * 1979e12 * 3600) / (45 * 24))
+    assert key("l08.gpus-for-deadline") == 6239
+    assert wrong("l08.gpus-for-deadline", 6238) is None  # a neighbour is wrong, with no misconception named
+    assert wrong("l08.gpus-for-deadline", key("l08.gpus-for-deadline", dtype="bf16")) == "bf16-peak"
+    assert wrong("l08.gpus-for-deadline", 6239 * 24) == "days-as-hours"
 
 
 # --- backing out public runs -----------------------------------------------------------------

@@ -41,8 +41,9 @@ def cmd_hint(args) -> None:
 
     question = quiz.get(args.id)
     text = quiz.hint_text(question, args.n)
+    last = " (that was the last hint)" if question.hints and args.n == len(question.hints) else ""
     emit(args, {"id": question.id, "hint": args.n, "hints": len(question.hints), "text": text},
-         [f"[{question.id}] hint {args.n}/{len(question.hints)}: {text}" if question.hints else text])
+         [f"[{question.id}] hint {args.n}/{len(question.hints)}: {text}{last}" if question.hints else text])
 
 
 def register(sub, common) -> None:

@@ -76,6 +76,8 @@ register(
         params={"hw": "H100"},
         variants={"hw": ("A100", "H200", "MI300X", "L4", "B200")},
         choices=("work", "rate"),
+        synonyms={"work": ("amount of work", "an amount of work", "amount", "a count"),
+                  "rate": ("a rate", "speed", "throughput", "work per second")},
         key=lambda hw: "rate",
         hints=("Look at the unit: what does the '/s' say?",),
         misconceptions=(

@@ -56,6 +56,7 @@ register(
         key=lambda tokens, d_model, d_ff, dtype: _linear(tokens, d_model, d_ff, dtype).bytes,
         unit="byte",
         rtol=0.01,
+        figures=3,
         hints=(
             "Three matrices cross HBM: two are read, one is written.",
             "Count elements of x, W and y, then multiply by the bytes per element of the format.",
@@ -182,6 +183,7 @@ register(
         key=lambda requests, d_model, d_ff, dtype: formulas.gemv(d_ff, d_model, dtype).scale(requests).bytes,
         unit="byte",
         rtol=0.01,
+        figures=3,
         hints=(
             "Each product is its own kernel launch. What does each one read?",
             "W does not stay on chip between launches: every launch reads all of it again.",
@@ -209,6 +211,7 @@ register(
         key=lambda tokens, d_model, d_ff, dtype: formulas.mlp(tokens, d_model, d_ff, dtype).bytes,
         unit="byte",
         rtol=0.01,
+        figures=3,
         hints=(
             "Count each kernel on its own: what it reads and what it writes. Then add the three.",
             "h is written by the first kernel and read by GELU; g is written by GELU and read by the last kernel.",

@@ -72,6 +72,7 @@ register(
         key=lambda n, f, dtype: formulas.elementwise(n, f, 1, 1, dtype).intensity,
         unit="FLOP/byte",
         rtol=0.01,
+        figures=3,
         hints=(
             "Write FLOPs and bytes as multiples of n. What happens to n in the ratio?",
             "FLOPs = f n. Bytes: one read and one write of n elements, b bytes each.",
@@ -179,6 +180,8 @@ register(
                                              "not square: count (MK + KN + MN) elements.",
                           answer=lambda m, n, k, dtype: formulas.gemm(k, k, k, dtype).intensity),
             Misconception("mnk", "Half the right value: count 2MNK FLOPs, not MNK.", scale=0.5),
+            Misconception("elements-not-bytes", "You divided by elements: BF16 takes 2 bytes per element.",
+                          answer=lambda m, n, k, dtype: formulas.gemm(m, n, k, 1).intensity),
             Misconception("bits-not-bytes", "That is 8x too small: you counted bits. BF16 is 2 bytes.", scale=1 / 8),
         ),
     ),

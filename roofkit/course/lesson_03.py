@@ -127,6 +127,7 @@ register(
         key=_achievable_sum_us,
         unit="µs",
         rtol=0.01,
+        figures=3,
         hints=(
             "Work out T_math = FLOPs / (matmul FLOP/s) and T_mem = bytes / (bytes/s) separately, in seconds.",
             "Use the achievable figures, the measured ones the catalog keeps beside the datasheet peak and "
@@ -162,7 +163,7 @@ register(
         key=lambda hw, dtype, factor, batch, k, n: (_decode_time(batch, k, n, hw, dtype)
                                                     / _decode_time(batch, k, n, hw, dtype, factor)),
         unit="dimensionless",
-        rtol=0,  # one exact number: the time does not change at all
+        rtol=0.01,
         hints=(
             "Is the product memory- or compute-bound on the old GPU? Count its FLOPs and bytes and compare their "
             "ratio with the ridge.",
@@ -186,6 +187,8 @@ register(
                "horizontally (its intensity changes) or vertically (same intensity, closer to its roof)?",
         params={"batch": 64, "d": 4096, "dtype": "bf16"},
         choices=("horizontal", "vertical"),
+        synonyms={"horizontal": ("horizontally", "right", "to the right", "sideways", "it moves right"),
+                  "vertical": ("vertically", "up", "upwards", "upward", "it moves up")},
         key=_move,
         hints=(
             "Count what grows with the batch: the FLOPs, and which of the bytes?",
@@ -233,6 +236,7 @@ register(
         key=_add_percent,
         unit="percent",
         rtol=0.01,
+        figures=3,
         points=2,
         hints=(
             "Count FLOPs and bytes: one add, two 4-byte reads and one 4-byte write per element.",

@@ -42,7 +42,7 @@ register(
         variants={"hw": ("T4", "A10", "L4", "A100", "L40S")},
         key=_ridge,
         unit="FLOP/byte",
-        rtol=0.01,
+        rtol=0.015,
         hints=(
             "The ridge is where the two roofs of lesson 03 meet.",
             "Divide the chip's dense FP16 peak (FLOP/s) by its memory bandwidth (bytes/s).",
@@ -177,6 +177,13 @@ register(
                               hw, dtype, hardware.get(hw).clock("boost") / 1e9)),
             Misconception("one-tensor-core-per-sm", "You counted one tensor core per SM; multiply by the tensor "
                                                     "cores in each SM.", scale=0.25),
+            Misconception("datasheet-over-max-boost",
+                          "You scaled the datasheet peak by the held clock over the maximum boost clock. The "
+                          "datasheet's tensor peak is computed at a lower clock, the one the whitepaper quotes for "
+                          "the tensor cores, so that ratio cuts too much: derive the peak from the parts at the held "
+                          "clock instead.",
+                          answer=lambda hw, dtype, held_ghz: hardware.get(hw).peak(dtype) * held_ghz * 1e9
+                          / hardware.get(hw).clock("boost") / 1e12),
         ),
     ),
     Question(

@@ -32,6 +32,8 @@ def _decades(fmt):
 
 
 _FP8 = ("e4m3", "e5m2")
+# the lesson's worked example before l05.bf16-accumulator: 1 added to a BF16 sum 1000 times
+_WORKED_ADDEND, _WORKED_COUNT = 1.0, 1000
 
 
 def _crossing(hw, ridge_precision, element):
@@ -90,6 +92,7 @@ register(
         key=lambda bits: precision.from_bits(bits, "bfloat16"),
         unit="dimensionless",
         rtol=0.005,
+        figures=3,  # a decoded value to three figures: two would take a neighbouring value (11 for 10.75)
         hints=(
             "Read the three fields: the sign bit s, the exponent field e and the mantissa field m, each as an "
             "unsigned binary integer.",
@@ -114,6 +117,8 @@ register(
         prompt=("Both are 16-bit formats. Which one stores numbers near 1 with the smaller gap between "
                 "neighbouring values, i.e. with more precision: fp16 or bf16?"),
         choices=("fp16", "bf16"),
+        synonyms={"fp16": ("float16", "half", "binary16", "ieee half", "half precision"),
+                  "bf16": ("bfloat16", "brain float", "brainfloat16", "brain floating point")},
         key=lambda: min(("fp16", "bf16"), key=lambda name: precision.get(name).eps),
         hints=(
             "Precision near 1 is set by the mantissa bits; the exponent bits set the range.",
@@ -211,6 +216,12 @@ register(
                           "FP32 accumulator would nearly give. Here the sum is rounded to BF16 after every "
                           "addition, and the additions stop counting once the sum is large.",
                           answer=lambda addend, count: count * precision.round_to(addend, "bfloat16")),
+            Misconception("worked-example",
+                          "That is where the worked example's sum of ones stops. This addend is smaller, so the sum "
+                          "stalls at a smaller power of two: find where half the gap first reaches this addend.",
+                          answer=lambda addend, count: None
+                          if running_sum(addend, count) == running_sum(_WORKED_ADDEND, _WORKED_COUNT)
+                          else running_sum(_WORKED_ADDEND, _WORKED_COUNT)),
         ),
     ),
     Question(
@@ -281,6 +292,7 @@ register(
         key=lambda bits: precision.from_bits(bits, "float8_e4m3fn"),
         unit="dimensionless",
         rtol=0.005,
+        figures=3,  # a decoded value to three figures: two would take a neighbouring value (11 for 10.75)
         points=2,
         hints=(
             "An exponent field of all zeros marks a subnormal number (or zero, if the mantissa is zero too).",
@@ -313,6 +325,9 @@ register(
                 "with more precision.)"),
         params={"decades": 7},
         choices=("e4m3", "e5m2", "neither"),
+        synonyms={"e4m3": ("float8_e4m3fn", "e4m3fn", "fp8 e4m3", "fp8_e4m3", "float8_e4m3"),
+                  "e5m2": ("float8_e5m2", "fp8 e5m2", "fp8_e5m2", "e5m2fnuz"),
+                  "neither": ("none", "neither of them", "no format", "both overflow or flush")},
         variants={"decades": (6, 7, 8, 9, 10, 12)},
         key=lambda decades: _fp8_for_range(decades),
         points=2,
@@ -326,6 +341,15 @@ register(
                           "its 3 mantissa bits buy precision, its 4 exponent bits limit range. It is the forward-pass "
                           "format; gradients need the format with the wider exponent.",
                           answer=lambda decades: "e4m3"),
+            Misconception("gave-up-on-e5m2",
+                          "E5M2 has FP16's 5 exponent bits: from its smallest subnormal to its largest value it "
+                          "spans more decades than these gradients do. Compute log10(max / smallest subnormal) for "
+                          "it and compare.",
+                          answer=lambda decades: None if _fp8_for_range(decades) == "neither" else "neither"),
+            Misconception("e5m2-too-narrow",
+                          "E5M2 spans fewer decades than these gradients, even counting its subnormals: whatever "
+                          "the scale, some value flushes to zero or overflows.",
+                          answer=lambda decades: "e5m2" if _fp8_for_range(decades) == "neither" else None),
         ),
     ),
 )

@@ -2,6 +2,7 @@
 and dynamic), FP32 master weights and optimizer states, FP8 per-tensor scaling, Adam's bytes per parameter."""
 
 import itertools
+import math
 
 from .. import dtypes, precision, training
 from ..quiz import Misconception, Question, register
@@ -29,6 +30,14 @@ def _lost(weight, update, fmt="bfloat16"):
     return precision.swamping(weight, update, fmt)["update_lost"]
 
 
+def _power_of_two(scale, up):
+    """``scale`` rounded to a power of two (up or down), or None if it is one already."""
+    exponent = math.log2(scale)
+    if exponent == int(exponent):
+        return None
+    return 2.0 ** (math.ceil(exponent) if up else math.floor(exponent))
+
+
 register(
     Question(
         id="l06.why-master-weights",
@@ -42,6 +51,12 @@ register(
                 "skip it)."),
         params={"weight": 0.05, "update": 1e-4},
         choices=("swamping", "underflow", "overflow", "speed", "none"),
+        synonyms={"swamping": ("update swamping", "swamped", "swamp", "the update rounds away", "rounds away",
+                               "absorption"),
+                  "underflow": ("flush to zero", "flushes to zero", "the gradient flushes to zero"),
+                  "overflow": ("the weight overflows",),
+                  "speed": ("faster", "performance", "it is faster"),
+                  "none": ("nothing", "nothing is lost", "skip it", "you can skip it")},
         variants={"weight": (0.02, 0.1, 0.3, 2.0), "update": (1e-5, 1e-4, 1e-3)},
         key=lambda weight, update: "swamping" if _lost(weight, update) else "none",
         hints=(
@@ -61,6 +76,14 @@ register(
             Misconception("overflow",
                           "BF16 reaches about 3e38, like FP32: weights of this size are far from overflowing.",
                           answer=lambda weight, update: "overflow"),
+            Misconception("nothing-lost",
+                          "Something is lost: near this weight neighbouring BF16 values are 2^-7 of its power of two "
+                          "apart, and an update below half that gap rounds away when it is added.",
+                          answer=lambda weight, update: "none" if _lost(weight, update) else None),
+            Misconception("swamping-where-none",
+                          "Not at these sizes: the update is more than half the gap between neighbouring BF16 "
+                          "values at the weight, so the sum does change.",
+                          answer=lambda weight, update: None if _lost(weight, update) else "swamping"),
         ),
     ),
     Question(
@@ -68,7 +91,7 @@ register(
         lesson="06",
         kind="numeric",
         prompt=("In {fmt}, about how large must a positive update be to change a weight of {weight} at all, "
-                "when the sum is rounded to {fmt}? Two significant figures are enough."),
+                "when the sum is rounded to {fmt}?"),
         params={"fmt": "bfloat16", "weight": 0.2},
         variants={"fmt": ("bfloat16", "float16"), "weight": (0.1, 0.5, 3.0, 20.0)},
         key=lambda fmt, weight: precision.swamping(weight, 1.0, fmt)["smallest_update_that_survives"],
@@ -214,6 +237,16 @@ register(
                           "That is the inverse: S multiplies the tensor up towards the format's largest value "
                           "before the cast; dividing by S afterwards (dequantizing) undoes it.",
                           answer=lambda amax, fmt: amax / precision.get(fmt).max),
+            Misconception("power-of-two-up",
+                          "That rounds S up to a power of two: amax x S then lies above the format's largest "
+                          "finite value, and the cast overflows (or saturates). A power-of-two scale is rounded "
+                          "down; here the question asks for the S that puts amax exactly on the largest value.",
+                          answer=lambda amax, fmt: _power_of_two(precision.get(fmt).max / amax, up=True)),
+            Misconception("power-of-two-down",
+                          "That rounds S down to a power of two, a safe choice (amax lands below the largest "
+                          "value, and scaling is exact), but the question asks for the S that puts amax exactly on "
+                          "the largest finite value.",
+                          answer=lambda amax, fmt: _power_of_two(precision.get(fmt).max / amax, up=False)),
         ),
     ),
 )

@@ -94,6 +94,9 @@ register(
         params={"params": "70B", "tokens_per_s_per_gpu": 3000, "hw": "H100", "dtype": "BF16"},
         variants={"tokens_per_s_per_gpu": (1000, 1500, 2000, 3000, 4000), "hw": ("H100", "A100", "MI300X", "B200")},
         choices=("plausible", "suspicious", "impossible"),
+        synonyms={"plausible": ("possible", "realistic", "fine", "believable"),
+                  "suspicious": ("suspect", "doubtful", "questionable"),
+                  "impossible": ("not possible", "cannot be", "impossible: above 100%")},
         key=_verdict,
         hints=(
             "Compute the MFU first, then compare it with 60% and with 100%.",
@@ -187,7 +190,7 @@ register(
         ),
     ),
     Question(
-        id="l07.params-for-40",
+        id="l07.params-for-mfu",
         lesson="07",
         kind="numeric",
         prompt=("A run processes {tokens} tokens in {days} days on {gpus:,} {hw} GPUs ({dtype}). Its MFU cannot be "
@@ -251,6 +254,7 @@ register(
                   "hw": ("H100", "A100", "MI300X", "B200")},
         key=_palm_mfu,
         unit="dimensionless",
+        figures=3,
         hints=(
             "First the FLOPs of one token: 6N plus the attention term 12·L·H·Q·T.",
             "Then MFU = FLOPs per token x tokens/s per GPU / the GPU's dense peak.",

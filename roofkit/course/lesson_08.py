@@ -33,6 +33,9 @@ def _cost(params, tokens, hw, dtype, mfu, usd_per_gpu_hour):
     return _estimate(params, tokens, hw, dtype, mfu, usd_per_gpu_hour=usd_per_gpu_hour).cost_usd
 
 
+_PRACTICE_DAYS = 30  # the practice problem's deadline, before l08.gpus-for-deadline asks for another
+
+
 def _gpus(params, tokens, hw, dtype, mfu, days):
     return _estimate(params, tokens, hw, dtype, mfu, deadline_hours=days * HOURS_PER_DAY).gpus_needed
 
@@ -74,6 +77,7 @@ register(
         key=lambda params, vocab, d_model, tokens: training.training_flops(_non_embedding(params, vocab, d_model),
                                                                            tokens),
         unit="FLOP",
+        figures=3,
         hints=(
             "Take the lookup table's parameters out of N first: vocab x d_model of them.",
             "Then each remaining parameter costs 2 FLOPs per token forward and 4 backward.",
@@ -147,7 +151,7 @@ register(
         ),
     ),
     Question(
-        id="l08.gpus-30-days",
+        id="l08.gpus-for-deadline",
         lesson="08",
         kind="numeric",
         prompt=("The practice problem's {params} model on {tokens} tokens, on {hw} GPUs in {dtype}, now at "
@@ -173,6 +177,11 @@ register(
             Misconception("days-as-hours", "The deadline is in days: convert it to hours (24 per day).",
                           answer=lambda params, tokens, hw, dtype, mfu, days: _estimate(
                               params, tokens, hw, dtype, mfu).gpu_hours / days),
+            Misconception("practice-deadline",
+                          "That many GPUs finish in the practice problem's 30 days. This run has the deadline the "
+                          "question gives: divide the GPU-hours by its hours.",
+                          answer=lambda params, tokens, hw, dtype, mfu, days: None if days == _PRACTICE_DAYS
+                          else _gpus(params, tokens, hw, dtype, mfu, _PRACTICE_DAYS)),
         ),
     ),
     Question(

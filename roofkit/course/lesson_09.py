@@ -219,6 +219,7 @@ register(
         variants={"rows": (96, 192, 320), "dtype": ("bf16", "fp32")},
         key=lambda rows, head_dim, seq, dtype: _tiled(rows, head_dim, seq, dtype).intensity,
         unit="FLOP/byte",
+        figures=3,
         hints=("The FLOPs do not change: s x s scores, 4 d_h + 5 FLOPs each.",
                "How many query tiles are there? Each one reads K and V: s x d_h elements each.",
                "Bytes = (Q + O + tiles x (K + V)) x bytes per element."),
@@ -293,6 +294,7 @@ register(
         variants={"tokens": (512, 1024, 8192, 16384, 32768)},
         key=lambda tokens, d_model, d_ff, dtype: fusion.mlp_block(tokens, d_model, d_ff, dtype)["bytes_saved"],
         unit="byte",
+        figures=3,
         hints=("Both versions read the weights W1 and W2 (and the norm weight). What does only the unfused "
                "version move?",
                "Each activation that one kernel writes and the next reads is a round trip: list them "

@@ -78,6 +78,30 @@ _PROFILE = {"gemm_ms": 480, "gemm_pct": 78, "attention_ms": 160, "attention_pct"
 # a class variant moves the target and two kernels' times, which changes the ranking (never to a near tie);
 # no variant has the worked problem's numbers (80%, gemm 480 ms, optimizer 48 ms)
 _PROFILE_VARIANTS = {"target_pct": (70, 90), "gemm_ms": (480, 960), "optimizer_ms": (48, 240)}
+_WORKED_OPTIMIZER_MS = 48  # the worked problem's optimizer time (its other numbers are _PROFILE's)
+
+
+def _worked_best(**profile):
+    """The worked problem's first candidate, where a question's profile would give another."""
+    worked = _best(**{**profile, "optimizer_ms": _WORKED_OPTIMIZER_MS})
+    # not the key, nor a group another misconception of l10.rank-first already explains
+    return None if worked == _best(**profile) or worked in ("rotary", "gemm", "elementwise") else worked
+
+
+def _over_worked_step(**p):
+    """The next candidate's saving over the worked problem's step time (not this step's, before or after)."""
+    step = sum(p[f"{name}_ms"] for name in KERNELS)
+    new_step = step - _first_saving_ms(**p)
+    worked = step - p["optimizer_ms"] + _WORKED_OPTIMIZER_MS
+    if worked == step:  # the old-step slip
+        return None
+    wrong = _next_after_best(**p) * new_step / worked
+    return None if math.isclose(wrong, _next_after_best(**p), rel_tol=0.01) else wrong  # within the tolerance
+
+
+def _first_saving_ms(target_pct, **profile):
+    savings = expected_savings_ms(_profile(**profile), target_pct)
+    return max(savings.values())
 
 
 def _batch_bound(d_model, batch, hw, dtype) -> str:
@@ -173,7 +197,7 @@ register(
         params={"rows": 2 * 32 * 4096, "cols": 4096, "measured_us": 1500, "hw": "h100", "dtype": "bf16"},
         variants={"measured_us": (1300, 1800, 2400, 3000), "hw": ("h100", "h200", "mi300x", "b200")},
         key=_softmax_pct,
-        unit="dimensionless",
+        unit="percent",
         rtol=0.02,
         hints=("Achieved FLOP/s = the kernel's FLOPs (5 per score) / the measured time.",
                "The roof at this kernel's intensity is min(peak, bandwidth x intensity): which of the two is it "
@@ -197,6 +221,11 @@ register(
         params=dict(_PROFILE),
         variants=_PROFILE_VARIANTS,
         choices=KERNELS,
+        synonyms={"gemm": ("gemms", "matmul", "matmuls", "matrix multiply", "the matrix products"),
+                  "attention": ("attn", "flash attention"),
+                  "elementwise": ("element wise", "pointwise"),
+                  "optimizer": ("optimiser", "adam", "adamw", "the optimizer step", "optimizer step"),
+                  "rotary": ("rope", "rotary embedding", "rotary embeddings")},
         key=_best,
         hints=("A kernel is worth what the whole step saves when it speeds up, not how bad it looks.",
                "Its achievable speed-up is target / current % of roofline; a kernel at or above the target "
@@ -216,6 +245,11 @@ register(
                           "faster. Only fusion (fewer bytes) can, which is another change than this table "
                           "measures.",
                           answer=lambda **_: "elementwise"),
+            Misconception("worked-example",
+                          "That is the worked problem's answer, where the optimizer took a fifth of this time. Rank "
+                          "this profile with its own times: each group's expected saving is its time x (1 - 1 / "
+                          "achievable speed-up).",
+                          answer=_worked_best),
         ),
     ),
     # --- end-of-lesson exercises --------------------------------------------------------
@@ -229,7 +263,8 @@ register(
         variants=_PROFILE_VARIANTS,
         key=lambda **p: _next_after_best(**p),
         unit="dimensionless",
-        rtol=0.02,
+        rtol=0.01,
+        figures=3,
         hints=("First apply the first fix: the step gets shorter by its expected saving.",
                "Recompute each remaining kernel's expected saving; they do not change in milliseconds, but the "
                "step they are a share of does.",
@@ -242,6 +277,10 @@ register(
             Misconception("percent-not-fraction",
                           "Give the share as a fraction (0.05 for 5%), not as a percentage.",
                           answer=lambda **p: 100 * _next_after_best(**p)),
+            Misconception("worked-step-time",
+                          "You divided by the worked problem's step time. This profile's step is another one: "
+                          "divide by its new step time, after the first fix.",
+                          answer=_over_worked_step),
         ),
         points=2,
     ),
@@ -257,6 +296,7 @@ register(
         variants={"idle_pct": (20, 25, 35, 45, 60)},
         key=lambda idle_pct: fusion.amdahl(idle_pct / 100, math.inf),
         unit="dimensionless",
+        figures=3,
         hints=("The gaps are the part that gets faster; by how much, at best?",
                "A part that disappears has an infinite speed-up: Amdahl's bound, with p the idle share."),
         misconceptions=(

@@ -107,6 +107,13 @@ def _gpu_most_memory_bound(model, batch, seq, dtype, gpus):
     return max(shares, key=shares.get)
 
 
+def _other_gpu(gpu):
+    """``gpu`` as a wrong choice for l11.gpu-memory-share, unless it is the key or the A100 slip's."""
+    def value(**p):
+        return None if gpu in (_gpu_most_memory_bound(gpus=_GPUS, **p), "a100") else gpu
+    return value
+
+
 def _apart(wrong, key_fn, rtol):
     """A wrong value as a misconception, unless a variant's numbers bring it within (about) rtol of the key."""
     def value(**p):
@@ -266,6 +273,7 @@ register(
         key=lambda **p: _layer_time(**p),
         unit="s",
         rtol=0.02,
+        figures=3,
         hints=("Each kernel's lower bound is the larger of its FLOPs / peak and its bytes / bandwidth.",
                "Add it up over every op of the layer, the memory-bound ones included."),
         misconceptions=(
@@ -359,6 +367,9 @@ register(
         variants={"batch": (1, 4), "seq": (32, 128, 512, 1024, 2048, 8192), "hw": ("h100", "a100", "mi300x", "b200")},
         key=_fuse_first,
         choices=("flash-attention", "residual-rmsnorm", "swiglu-epilogue"),
+        synonyms={"flash-attention": ("flashattention", "attention", "flash"),
+                  "residual-rmsnorm": ("residual + rmsnorm", "residual add + rmsnorm", "rmsnorm", "add + norm"),
+                  "swiglu-epilogue": ("swiglu", "swiglu epilogue fusion")},
         hints=("A fusion saves the time of the HBM round trips it removes; the GEMMs stay compute-bound either way.",
                "Compare the size of the intermediates: T x d for the residual stream, T x d_ff for the MLP's "
                "activations, and the attention scores, batch x heads x s x s.",
@@ -436,6 +447,7 @@ register(
         key=lambda model, batch, context, hw: _fp8_speedup(model, batch, 1, hw, kv_seq=context),
         unit="dimensionless",
         rtol=0.01,
+        figures=3,
         hints=("Every decode kernel is memory-bound at this batch: what does a higher peak do for it?",
                "What FP8 does change is the bytes: the weights are read at 1 byte each.",
                "Amdahl again: the GEMMs' share of the time gets faster, attention's does not."),
@@ -515,6 +527,8 @@ register(
         params={},
         key=_graph_verdict,
         choices=("launch", "kernel"),
+        synonyms={"launch": ("launch latency", "launch overhead", "launch cost", "cpu", "cpu launch latency"),
+                  "kernel": ("kernel latency", "gpu", "gpu latency", "gpu time", "kernel time")},
         hints=("The dataset times every layer twice: eager (layer_s) and replayed as a CUDA graph (layer_graph_s).",
                "If t0 were launch latency, how much faster would a decode layer of 12 kernels be as a graph?"),
         misconceptions=(
@@ -564,6 +578,7 @@ register(
         key=lambda **p: _h200(**p),
         unit="µs",
         rtol=0.01,
+        figures=3,
         hints=("Each eager kernel: t0 + max(FLOPs / achievable peak, bytes / achievable bandwidth); add them up.",
                "Decode at this batch: which kernels are memory-bound? How many kernels does eager PyTorch run?"),
         misconceptions=(
@@ -648,6 +663,8 @@ register(
         params={"model": _MODEL, "batch": 1, "seq": 4096, "dtype": "bf16"},
         key=lambda **p: _gpu_most_memory_bound(gpus=_GPUS, **p),
         choices=_GPUS,
+        synonyms={"h100": ("h100 sxm", "h100 sxm5", "nvidia h100"), "a100": ("a100 sxm4", "nvidia a100"),
+                  "mi300x": ("mi300", "amd mi300x"), "l4": ("nvidia l4",)},
         hints=("The ops' intensities are the same on every chip; what changes is the roofs.",
                "A memory-bound op takes bytes / bandwidth, a compute-bound GEMM FLOPs / peak. Their ratio scales "
                "with peak / bandwidth."),
@@ -657,6 +674,10 @@ register(
                           "bandwidth, the ridge: a lower ridge makes the GEMMs relatively slower, so the memory-bound "
                           "ops take a smaller share.",
                           answer=lambda **p: None if _gpu_most_memory_bound(gpus=_GPUS, **p) == "a100" else "a100"),
+            *(Misconception("smaller-share",
+                            "On that chip the memory-bound ops take a smaller share. The share follows the ridge, "
+                            "peak / bandwidth: compare the chips' ridges in bf16, or their predicted shares.",
+                            answer=_other_gpu(gpu)) for gpu in _GPUS),
         ),
         points=2,
     ),

@@ -44,6 +44,18 @@ def _unless_key(wrong):
     return lambda **p: None if wrong(**p) == _where(**p) else wrong(**p)
 
 
+_LEVELS = ("L2", "LLC", ">LLC", "DRAM")
+
+
+def _other_level(level):
+    """``level`` as a wrong placement, unless it is the key or the one-array or bigger-is-enough slip's."""
+    def value(n, l2_mib, llc_mib):
+        key = _where(n, l2_mib, llc_mib)
+        named = (key, _where(n, l2_mib, llc_mib, arrays=1), "DRAM" if key == ">LLC" else "LLC")
+        return None if level in named else level
+    return value
+
+
 def _ridge(hw, peak_achievable=True, bandwidth_achievable=True):
     acc = hardware.get(hw)
     return acc.peak("bf16", achievable=peak_achievable) / acc.memory_bandwidth(achievable=bandwidth_achievable)
@@ -165,6 +177,9 @@ register(
                                                   "prediction is the reference: divide by it.",
                           answer=lambda predicted_ms, measured_ms: (measured_ms - predicted_ms) / measured_ms),
             Misconception("percent", "Write the error as a fraction: 0.25 for 25%.", scale=100),
+            Misconception("ratio-not-error", "That is the ratio measured / predicted. The error subtracts 1 from "
+                                             "it: a perfect prediction scores 0, not 1.",
+                          answer=lambda predicted_ms, measured_ms: measured_ms / predicted_ms),
         ),
         variants={"predicted_ms": (4.0, 8.0, 12.5, 20.0), "measured_ms": (6.0, 10.0, 15.0, 30.0)},
     ),
@@ -268,7 +283,12 @@ register(
                 "cache), or DRAM (at least 4x the last-level cache: a measurement of memory)?"),
         params={"n": 2**22, "l2_mib": 1, "llc_mib": 32},
         key=_where,
-        choices=("L2", "LLC", ">LLC", "DRAM"),
+        choices=_LEVELS,
+        synonyms={"L2": ("l2 cache", "in l2", "one core's l2"),
+                  "LLC": ("last-level cache", "last level cache", "in the llc", "l3", "l3 cache"),
+                  ">LLC": ("larger than the llc", "larger than llc", "bigger than the llc", "more than the llc",
+                           "beyond the llc", "above the llc", "greater than llc", "partly llc", "> l3"),
+                  "DRAM": ("memory", "main memory", "ram", "dram bandwidth")},
         hints=("The working set is every array the kernel touches: x, y and z.",
                "Compare it with the cache, and with 4x the cache (STREAM's rule)."),
         misconceptions=(
@@ -278,6 +298,10 @@ register(
                                               "served from it. STREAM asks for at least 4x the cache.",
                           answer=_unless_key(lambda n, l2_mib, llc_mib: "DRAM" if _where(n, l2_mib, llc_mib) == ">LLC"
                                              else "LLC")),
+            *(Misconception("wrong-level", "Size the working set (x, y and z, each n FP32 elements) and compare "
+                                           "it with each level in turn: one core's L2, the last-level cache, then "
+                                           "4x the last-level cache.",
+                            answer=_other_level(level)) for level in _LEVELS),
         ),
         points=2,
         variants={"n": (2**16, 2**20, 2**22, 2**24, 2**25), "l2_mib": (1, 2), "llc_mib": (16, 32, 64)},

@@ -57,6 +57,13 @@ def _dp_critical(hw, gpus, bandwidth=None, grad_bytes=2):
                                       grad_bytes)
 
 
+_WORKED_HW = "h100"  # the accelerator of the lesson's worked critical batch, before l14.dp-critical-batch
+
+
+def _same_accelerator(a, b) -> bool:
+    return hardware.get(a).key == hardware.get(b).key
+
+
 def _memory(model, tp, pp, dp, zero):
     return parallel.state_bytes(models.get(model).params / (tp * pp), dp, zero)["total"]
 
@@ -162,6 +169,15 @@ def _unless(key_fn, wrong_fn):
     return answer
 
 
+def _other_layout(letter, fits):
+    """``letter`` as a wrong choice that fits (or not), unless it is the key or an earlier misconception's."""
+    def value(gpus, batch_m):
+        plans = _layouts(gpus, batch_m)
+        named = (_best_layout(gpus, batch_m), _best_layout(gpus, batch_m, fits_only=False), _least_memory(gpus, batch_m))
+        return letter if letter in plans and plans[letter].fits == fits and letter not in named else None
+    return value
+
+
 def _fit_beta(small_bytes, small_us, large_bytes, large_us):
     return comms.fit([small_bytes, large_bytes], [small_us * 1e-6, large_us * 1e-6], "p2p").bandwidth_bytes_per_s
 
@@ -234,6 +250,7 @@ register(
         key=lambda gpus, size_mib, time_ms: comms.busbw("all-reduce", size_mib * 2**20, gpus, time_ms * 1e-3),
         unit="byte/s",
         rtol=0.02,
+        figures=3,
         hints=("First the algorithm bandwidth: the buffer's size over the time.",
                "nccl-tests scales it by what each GPU really sends in a ring all-reduce, so that the result can be "
                "compared with a link's bandwidth whatever the number of GPUs."),
@@ -302,6 +319,11 @@ register(
                                              "2(n-1)/n of the gradients, not 2.",
                           answer=lambda hw, gpus: hardware.get(hw).peak("bf16") / links.scale_up(hw).bandwidth),
             Misconception("fp32-gradients", "The gradients travel in BF16, 2 bytes each, not 4.", scale=2),
+            Misconception("worked-example-h100", "That is the worked example's figure, for a node of H100s. Take "
+                                                 "this question's accelerator: its own BF16 peak and its own NVLink "
+                                                 "bandwidth per direction.",
+                          answer=lambda hw, gpus: None if _same_accelerator(hw, _WORKED_HW)
+                          else _dp_critical(_WORKED_HW, gpus)),
         ),
         variants={"hw": ("a100-sxm4-80gb", "h100", "b200"), "gpus": (4, 8)},
     ),
@@ -482,6 +504,7 @@ register(
         key=lambda hw, nodes: _dp_across_nodes(hw, nodes),
         unit="dimensionless",
         rtol=0.02,
+        figures=3,
         hints=("After the reduce-scatter inside the node, each GPU holds 1/k of the gradients (k GPUs a node).",
                "That share crosses the network in a ring over the nodes: 2(m-1)/m of it through one port."),
         misconceptions=(
@@ -517,6 +540,13 @@ register(
                           answer=_unless_key(lambda gpus, batch_m: _best_layout(gpus, batch_m, fits_only=False))),
             Misconception("least-memory", "That layout holds the least, but saving memory is not the goal once it "
                                           "fits: its traffic costs time.", answer=_unless_key(_least_memory)),
+            *(Misconception("does-not-fit", "That layout does not fit: with its TP and PP split and its ZeRO "
+                                            "stage, each GPU would hold more than its memory (weights, gradients, "
+                                            "optimizer states and activations). Check memory first.",
+                            answer=_other_layout(letter, fits=False)) for letter in LAYOUTS),
+            *(Misconception("fits-but-slower", "That layout fits, but another one that fits has a shorter step: "
+                                               "compare compute, exposed communication and bubble.",
+                            answer=_other_layout(letter, fits=True)) for letter in LAYOUTS),
         ),
         points=2,
         variants={"gpus": (512, 1024, 2048), "batch_m": (2, 4, 8)},
@@ -532,6 +562,7 @@ register(
         key=_fit_beta,
         unit="byte/s",
         rtol=0.02,
+        figures=3,
         hints=("Two equations, two unknowns: subtract one from the other and α drops out.",
                "β is the difference in size over the difference in time."),
         misconceptions=(

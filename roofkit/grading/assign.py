@@ -153,8 +153,8 @@ def numbers(manifest: dict, secret: bytes | None, student: str | None) -> dict[s
     out = {}
     for q in manifest["questions"]:
         stored = (recorded.get(q["id"]) or {}).get("combinations")
-        drawn = variants.pick(secret, student, q["id"], stored) if stored is not None \
-            else variants.draw(secret, student, quiz.get(q["id"]))
+        drawn = variants.pick(secret, student, q["id"], stored if stored is not None  # drawn by the id handed out
+                              else variants.combinations(quiz.get(q["id"])))
         if drawn:
             out[q["id"]] = drawn
     return out
@@ -318,7 +318,7 @@ def _check_manifest(manifest, path: Path) -> None:
     private = set(bank.get("questions") or []) if isinstance(bank.get("questions"), list) else set()
     if bank and (not isinstance(bank.get("questions"), list) or not isinstance(bank.get("path"), (str, type(None)))):
         raise bad("'bank' must name its questions and the bank's path")
-    known = {q.id for q in quiz.questions()}
+    known = set(quiz.by_id())  # a past release may name a question by an id it has since been renamed from
     for q in questions:
         if q["id"] not in known and q["id"] not in private:
             raise bad(f"question {q['id'][:40]!r} is neither in the course nor in the release's private bank")

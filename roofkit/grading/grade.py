@@ -165,7 +165,7 @@ class Context:
             raise InvalidValue("--bank goes with --assignment: a release made with that bank.")
         else:
             self.questions, self.name = [], None
-        self.bank = {q.id: q for q in quiz.questions()}
+        self.bank = quiz.by_id()  # a past release's renamed ids too
         self._others: dict[str, dict] = {}
         self._lock = threading.Lock()
         setup = {"release": release.manifest if release else None, "limits": asdict(limits),
@@ -225,7 +225,7 @@ def _self_questions(nb) -> list[dict]:
     if match:
         lessons.add(match.group(1))
     ids = [i for c in nb.cells if c.cell_type == "code" for i in cells.checked_ids(c.source)]
-    bank = {q.id: q for q in quiz.questions()}
+    bank = quiz.by_id()
     lessons |= {bank[i].lesson for i in ids if i in bank}
     chosen = [q for q in quiz.questions() if q.lesson in lessons]
     return [{"id": q.id, "lesson": q.lesson, "kind": q.kind, "points": float(q.points)} for q in chosen]

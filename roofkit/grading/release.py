@@ -100,11 +100,14 @@ def public(question) -> dict:
     included, even after the bank changes (a new roofkit, a fixed key).
     """
     out = {"kind": question.kind, "lesson": question.lesson, "points": float(question.points),
-           "prompt": question.prompt, "params": {k: _jsonable(v) for k, v in sorted(question.params.items())}}
+           "prompt": getattr(question, "template", lambda: question.prompt)(),  # with its precision sentence
+           "params": {k: _jsonable(v) for k, v in sorted(question.params.items())}}
     if question.kind == "numeric":
         out["unit"] = question.unit
     if question.kind == "choice":
         out["choices"] = list(question.choices)
+        if getattr(question, "synonyms", None):
+            out["synonyms"] = {k: list(v) for k, v in question.synonyms.items()}
     if question.kind == "symbolic":
         out["symbols"] = list(question.symbols)
     if question.kind == "code":
@@ -140,6 +143,9 @@ class Released:
         self.params = dict(data.get("params") or {})
         self.unit = data.get("unit")
         self.choices = tuple(data.get("choices") or ())
+        synonyms = data.get("synonyms") if isinstance(data.get("synonyms"), dict) else {}
+        self.synonyms = {str(k): tuple(t for t in v if isinstance(t, str)) for k, v in synonyms.items()
+                         if isinstance(v, (list, tuple))}
         self.symbols = tuple(data.get("symbols") or ())
         self.hints = tuple(data.get("hints") or ())
         self.cases = tuple(tuple(c) for c in data.get("cases") or ())
@@ -199,7 +205,7 @@ class Released:
             answers.read(answer, self.unit or "dimensionless")  # UnitMismatch names both units
             return answer
         if self.kind == "choice":
-            return answers.choice(answer, self.choices)
+            return answers.choice(answer, self.choices, self.synonyms)
         if self.kind == "symbolic":
             answers.expression(answer, self.symbols)
             return str(answer)
