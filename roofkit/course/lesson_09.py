@@ -255,6 +255,7 @@ register(
         key=_fusion_saves,
         unit="s",
         rtol=0.01,
+        figures=3,
         hints=("Each layer takes max(CPU issue time, GPU time): the CPU issues k launches of cpu_us each while "
                "the GPU runs k floors t0 plus the layer's roofline time.",
                "Work out which side is the slower for the eager layer and for the fused one: they need not be "

@@ -446,6 +446,7 @@ register(
         key=lambda model, hw, batch, context, **_: _int4_speedup(model, hw, batch, context),
         unit="dimensionless",
         rtol=0.02,
+        figures=3,
         hints=("At this batch the step is memory-bound: its time is mostly bytes over bandwidth.",
                "Which bytes shrink? The layers' weights, by 2 / (0.5 + 2/128). Which do not? The cache, the "
                "activations, the embeddings and the BF16 output layer."),

@@ -609,6 +609,7 @@ Question(
         key=lambda gpus, link: _nvls_bound_busbw(link, gpus),
         unit="byte/s",
         rtol=0.02,
+        figures=3,
         hints=("First the algorithm bandwidth: S over the time it takes each GPU to send S bytes.",
                "Then scale by nccl-tests' bus factor of an all-reduce."),
         misconceptions=(
@@ -637,6 +638,14 @@ Question(
             Misconception("always-ring", "NCCL does not always run a ring: it picks ring, tree, NVLS, CollNet or "
                                          "PAT by size and topology.",
                           answer=lambda **p: None if _auto_algorithm(**p) == "ring" else "ring"),
+            Misconception("tree-for-bandwidth", "A tree takes about log2(n) steps instead of the ring's 2(n-1), so "
+                                                "it wins where the latency term dominates: few bytes, many GPUs. "
+                                                "Compare the latency and the bandwidth terms at this size.",
+                          answer=lambda **p: None if _auto_algorithm(**p) == "tree" else "tree"),
+            Misconception("nvls-anywhere", "NVLS needs NVSwitches that reduce in the switch (Hopper-generation "
+                                           "NVLink and later; not the A100's), and its latency is higher than a "
+                                           "ring's: it wins on large messages where it is available.",
+                          answer=lambda **p: None if _auto_algorithm(**p) == "nvls" else "nvls"),
         ),
         variants={"size_mb": (0.001, 8000), "gpus": (8,), "link": ("hgx-a100", "hgx-h100")},
     ),
@@ -719,7 +728,7 @@ Question(
         params={"batch_m": 16, "gpus": 16384},
         key=lambda batch_m, gpus: batch_m * 2**20 / gpus,
         unit="dimensionless",
-        rtol=0.005,
+        rtol=0,  # powers of two: a whole number of tokens
         hints=("Tokens per GPU is the batch over the GPUs.",),
         misconceptions=(
             Misconception("batch-grew", "The batch did not grow with the GPUs: Table 4 has 16M tokens at both "
