@@ -136,8 +136,8 @@ class _Figure:
 
     What is drawn once: the axes, the legends and the accelerator's memory
     (redrawn when the accelerator changes). What a change moves: the bars and
-    the figures written beside them, or roofkit's message for a layout it
-    cannot plan.
+    the figures written beside them, or a line saying that a layout cannot
+    be planned (roofkit's message is in the label).
     """
 
     def __init__(self, state: dict):
@@ -156,8 +156,10 @@ class _Figure:
         left, right = live.fig.subplots(1, 2)
         self.bars = plots_parallel.PlanBars(left, right, acc.capacity_bytes, _short(acc))
         live.animate(*self.bars.artists)
-        self.message = live.animate(live.fig.text(0.5, 0.5, "", ha="center", va="center", wrap=True, fontsize=9,
-                                                  color="#b00", bbox=dict(fc="white", ec="none", pad=8)))
+        # roofkit's message is in the label above; the figure says only that there is nothing to draw
+        self.message = live.animate(live.fig.text(0.5, 0.5, "cannot plan this layout: see the message above",
+                                                  ha="center", va="center", fontsize=9, color="#b00",
+                                                  bbox=dict(fc="white", ec="none", pad=8)))
         self._drawn = self._key(state)
         self._move(state)
 
@@ -166,9 +168,7 @@ class _Figure:
         for artist in self.bars.artists:
             artist.set_visible(not failed)
         self.message.set_visible(failed)
-        if failed:
-            self.message.set_text("cannot plan this layout:\n" + state["error"])
-        else:
+        if not failed:
             self.bars.update(state["plan"])
 
     def update(self, state: dict) -> None:

@@ -167,10 +167,11 @@ class MemoryBar:
             left += widths[name] if name != "free" else 0.0
         end = self.capacity * 1.15
         amount = f"{left:,.0f} GB" if left >= 100 else f"{left:.3g} GB"
-        self.total.set_text(amount if left <= self.capacity else f"needs {amount}")
-        self.total.set_x(min(left, end) - end * 0.01)
-        self.total.set_horizontalalignment("right")
-        self.total.set_color("0.1" if left <= self.capacity else "C3")
+        fits = left <= self.capacity
+        self.total.set_text(f"{amount} in use" if fits else f"needs {amount}")
+        self.total.set_x(left + end * 0.01 if fits else end * 0.99)  # beside the bar, or at the edge it runs off
+        self.total.set_horizontalalignment("left" if fits else "right")
+        self.total.set_color("0.1" if fits else "C3")
 
 
 class BatchCurve:
