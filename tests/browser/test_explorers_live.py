@@ -14,9 +14,8 @@ expect = pytest.importorskip("playwright.sync_api").expect
 
 def _pixels(png: bytes):
     import numpy as np
-    from PIL import Image
-
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    
+    return (imread(io.BytesIO(png), format="png")[..., :3] * 255).round().astype(int)
 
 
 def _changed(before: bytes, after: bytes) -> int:
