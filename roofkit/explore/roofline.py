@@ -175,9 +175,6 @@ def explorer_state(accelerator="h100", precision="bf16", kernel="gemm", size=409
     return state
 
 
-_state = cached(explorer_state)  # what the widgets ask for, kept per input: a slider revisits its values
-
-
 def summary(accelerator="h100", precision="bf16", kernel="gemm", size=4096) -> str:
     """The explorer's state as one line of text.
 
@@ -329,12 +326,13 @@ def build_explorer(accelerator="h100", precision="bf16", kernel="gemm", size=409
     busy = []  # set while one change resets other widgets, so that they redraw once
     figure = _Figure(state)
     explorer.attach(figure.live)
+    state_of = cached(explorer_state)  # a slider swept back and forth asks for the same states again
 
     def update(_change=None):
         if busy:
             return
-        explorer.state = _state(inputs["accelerator"].value, inputs["precision"].value,
-                                inputs["kernel"].value, inputs["size"].value)
+        explorer.state = state_of(inputs["accelerator"].value, inputs["precision"].value,
+                                  inputs["kernel"].value, inputs["size"].value)
         label.value = _html(explorer.state)
         figure.update(explorer.state)
         explorer.redraw()

@@ -13,8 +13,8 @@ expect = pytest.importorskip("playwright.sync_api").expect
 
 
 def _pixels(png: bytes):
-    import numpy as np
-    
+    from matplotlib.image import imread
+
     return (imread(io.BytesIO(png), format="png")[..., :3] * 255).round().astype(int)
 
 
