@@ -6,6 +6,7 @@
     curves(x, series, ...)                                log-log curves against a size (FLOPs, bytes, intensity)
     time_bars(rows, measured_s=None)                      T_math and T_mem, their max and their sum, per set of roofs
     time_bounds(cost, accelerator, precision, ...)        time_bars for one kernel, datasheet and achievable roofs
+    TimeBars(ax, names)                                   time_bars that a slider moves in place (the explorers)
 
 Every size and rate on a figure comes from the catalog (:mod:`roofkit.hardware`)
 or from a cost (:mod:`roofkit.formulas`); nothing here holds a hardware figure.
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 
 from .errors import InvalidValue
 
-__all__ = ["Level", "memory_levels", "memory_table", "chip", "curves", "time_bars", "time_bounds"]
+__all__ = ["Level", "memory_levels", "memory_table", "chip", "curves", "time_bars", "time_bounds",
+           "TimeBars"]
 
 
 @dataclass(frozen=True)
@@ -296,3 +298,67 @@ def time_bounds(cost, accelerator, precision, measured_s=None, title=None):
                      cost.bytes / acc.memory_bandwidth(achievable=True)))
     short = acc.name.removeprefix(acc.vendor + " ")
     return time_bars(rows, measured_s, title=title or f"{short}, {p.upper()}")
+
+
+def _duration(seconds: float) -> str:
+    scale, unit = _seconds_scale(seconds)
+    return f"{seconds / scale:.3g} {unit}"
+
+
+class TimeBars:
+    """:func:`time_bars` for a figure that follows a slider: drawn once, then moved in place by :meth:`update`.
+
+    One row per name in ``names`` (the sets of roofs, top to bottom), each
+    with its T_math and T_mem bars, a solid line at their max (overlap) and a
+    dashed one at their sum (no overlap), and those two times written beside
+    the lines. The bars are to scale with one another, the longest sum
+    spanning the axes (a fixed axis without ticks: a time that grows a
+    thousandfold as the slider moves keeps its bars readable, and the axes
+    stay put). ``artists`` are what :meth:`update` changes; everything else is
+    drawn once.
+    """
+
+    def __init__(self, ax, names, title=None):
+        names = [str(n) for n in names]
+        if not names:
+            raise InvalidValue("TimeBars needs at least one row name (a set of roofs).")
+        self.ax, self.rows, ticks, labels = ax, [], [], []
+        box = dict(boxstyle="round,pad=0.1", fc="white", ec="none")
+        for i, name in enumerate(names):
+            y, alpha = -4.5 * i, 0.45 if i > 0 else 0.85
+            bars = [ax.barh(y + dy, 0.0, height=0.8, color=colour, alpha=alpha)[0]
+                    for dy, colour in ((0, "C0"), (-1, "C1"))]
+            ticks += [y, y - 1]
+            labels += [r"$T_\mathrm{math}$", r"$T_\mathrm{mem}$"]
+            low = ax.plot([0, 0], [y + 0.6, y - 1.6], color="0.1", lw=1.5)[0]
+            high = ax.plot([0, 0], [y + 0.6, y - 1.6], color="0.1", lw=1.5, ls="--")[0]
+            ax.text(0, y + 1.6, name, fontsize=9, weight="bold", va="bottom")
+            low_text = ax.text(0, y - 1.7, "", ha="right", fontsize=8, va="top", zorder=6, bbox=box)
+            high_text = ax.text(0, y + 0.7, "", ha="left", va="bottom", fontsize=8, zorder=6, bbox=box)
+            self.rows.append((bars, low, high, low_text, high_text))
+        ax.set_yticks(ticks, labels, fontsize=8)
+        ax.set_ylim(-4.5 * (len(names) - 1) - 2.6, 3.0)
+        ax.set_xlim(0, 1.22)
+        ax.set_xticks([])
+        ax.set_xlabel("time, to scale (the longest sum spans the bars)\n"
+                      "solid line: max (overlap); dashed: sum (no overlap)", fontsize=9)
+        if title:
+            ax.set_title(title, fontsize=10)
+        self.artists = [a for bars, *rest in self.rows for a in (*bars, *rest)]
+
+    def update(self, rows) -> None:
+        """Set the bars to ``rows``: (name, t_math_s, t_mem_s) per row, as :func:`time_bars` takes them."""
+        rows = [(float(a), float(b)) for _, a, b in rows]
+        if len(rows) != len(self.rows):
+            raise InvalidValue(f"{len(rows)} rows for a TimeBars of {len(self.rows)}; give one per name.")
+        longest = max(a + b for a, b in rows) or 1.0
+        for (bars, low, high, low_text, high_text), (t_math, t_mem) in zip(self.rows, rows):
+            bars[0].set_width(t_math / longest)
+            bars[1].set_width(t_mem / longest)
+            lo, hi = max(t_math, t_mem), t_math + t_mem
+            low.set_xdata([lo / longest] * 2)
+            high.set_xdata([hi / longest] * 2)
+            low_text.set_x(lo / longest)
+            low_text.set_text(f"max {_duration(lo)}")
+            high_text.set_x(hi / longest)
+            high_text.set_text(f"sum {_duration(hi)}")

@@ -7,6 +7,7 @@
     link_table(keys)         links as their sources quote them, and per direction
     published_plot(rows)     predicted against published step time for published runs, bound and calibrated
     published_table(rows)    the same as text
+    PlanBars(mem_ax, step_ax, capacity, name)   memory_plot and step_plot of one plan, moved in place (the explorer)
 
 Every number comes from :mod:`roofkit.comms` and :mod:`roofkit.parallel`; this
 module only draws. Figures are matplotlib ``Figure`` objects that pyplot does
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from .errors import InvalidValue
 
 __all__ = ["Curve", "collective_plot", "step_plot", "memory_plot", "plan_table", "link_table", "published_plot",
-           "published_table", "STEP_PARTS", "MEMORY_PARTS"]
+           "published_table", "STEP_PARTS", "MEMORY_PARTS", "PlanBars"]
 
 # (attribute or memory key, label, colour, hatch)
 STEP_PARTS = (("compute_s", "compute", "#4c72b0", ""), ("communication_s", "exposed communication", "#dd8452", ""),
@@ -363,3 +364,67 @@ def published_plot(rows, ax=None, title=None):
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     ax.set_title(title or "Published training runs: the bound below the diagonal, the estimate on it", fontsize=10)
     return ax.figure
+
+
+class PlanBars:
+    """:func:`memory_plot` and :func:`step_plot` of one plan, for a figure that follows sliders.
+
+    Drawn once on fixed axes, then moved in place by :meth:`update`: memory per
+    GPU in GB up to twice ``capacity_bytes`` (a plan that needs more runs off
+    the right edge, its total written at the end), and the step as shares of
+    itself (compute, exposed communication, bubble: 0 to 100%) with its length
+    and the MFU written beside it, so that the axes stay put whatever the
+    layout. ``artists`` are what :meth:`update` changes; axes, legends,
+    titles and the capacity label are drawn once.
+    """
+
+    def __init__(self, memory_ax, step_ax, capacity_bytes: float | None, accelerator: str = ""):
+        from matplotlib.ticker import PercentFormatter
+
+        self.capacity = capacity_bytes / 1e9 if capacity_bytes else None
+        self.memory = [memory_ax.barh([0], [0.0], color=colour, edgecolor="white", height=0.6, label=label,
+                                      gid=key)[0] for key, label, colour in MEMORY_PARTS]
+        self.artists = list(self.memory)
+        end = 2 * self.capacity if self.capacity else 1.0
+        if self.capacity:
+            # drawn over the bars, as memory_plot draws it
+            self.artists.append(memory_ax.axvline(self.capacity, color="#c44e52", ls="--", lw=1.2, gid="capacity"))
+            memory_ax.text(self.capacity, 0.55, f" {accelerator}", color="#c44e52", fontsize=8, va="bottom")
+        self.total = memory_ax.text(0, 0, "", va="center", fontsize=8,
+                                    bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
+        memory_ax.set_yticks([0], [""])
+        memory_ax.set_xlim(0, end)
+        memory_ax.set_ylim(-0.6, 0.9)
+        memory_ax.set_xlabel("memory per GPU (GB)")
+        _finish(memory_ax, "memory per GPU", ncols=2, pad=34)
+        self.step = [step_ax.barh([0], [0.0], color=colour, hatch=hatch, edgecolor="white", height=0.6, label=label,
+                                  gid=attribute)[0] for attribute, label, colour, hatch in STEP_PARTS]
+        self.step_text = step_ax.text(1.01, 0, "", va="center", fontsize=8)
+        step_ax.set_yticks([0], [""])
+        step_ax.set_xlim(0, 1.3)
+        step_ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        step_ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        step_ax.set_xlabel("share of the step")
+        _finish(step_ax, "where a step's time goes", ncols=3, pad=22)
+        self.artists += [*self.step, self.total, self.step_text]
+        self.memory_ax, self.step_ax, self.end = memory_ax, step_ax, end
+
+    def update(self, plan) -> None:
+        left = 0.0
+        for bar, (key, *_) in zip(self.memory, MEMORY_PARTS):
+            bar.set_x(left)
+            bar.set_width(plan.memory[key] / 1e9)
+            left += plan.memory[key] / 1e9
+        verdict = "" if plan.fits is None else (" fits" if plan.fits else " does not fit")
+        self.total.set_text(f"{left:.3g} GB{verdict}")
+        self.total.set_color("#c44e52" if plan.fits is False else "black")
+        inside = left + self.end * 0.01 < self.end * 0.8
+        self.total.set_x(left + self.end * 0.01 if inside else self.end * 0.99)
+        self.total.set_horizontalalignment("left" if inside else "right")
+        start = 0.0
+        for bar, (attribute, *_) in zip(self.step, STEP_PARTS):
+            share = getattr(plan, attribute) / plan.step_time_s
+            bar.set_x(start)
+            bar.set_width(share)
+            start += share
+        self.step_text.set_text(f"MFU {plan.mfu:.0%}, {plan.step_time_s:.3g} s")

@@ -445,7 +445,7 @@ def _draw_kernels(ax, predicted, seen, P, B) -> dict:
                    gid="kernel", label="predicted (on the roof)" if n == 0 else None)
         dx, dy = k.label_offset or (-6, 8)
         ax.annotate(k.label, xy=(k.intensity, y), xytext=(dx, dy), textcoords="offset points",
-                    ha="right" if dx <= 0 else "left", fontsize=9, bbox=box)
+                    ha="right" if dx <= 0 else "left", fontsize=9, bbox=box, gid="kernel-label")
     for n, k in enumerate(seen):
         ax.plot([k.intensity, k.intensity], [k.achieved_flops_per_s, attainable(k.intensity, P, B)],
                 color="0.1", lw=0.8, gid="measured-gap")

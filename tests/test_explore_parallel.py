@@ -58,17 +58,18 @@ def test_starting_call_prints_the_summary_and_carries_a_png(capsys):
     bundle = explorer._repr_mimebundle_()
     assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert explorer.plot.outputs[0]["data"]["text/plain"] == summary()
+    assert explorer.plot.children == (explorer.image,) and bytes(explorer.image.value).startswith(b"\x89PNG")
+    assert all(explorer.inputs[k].continuous_update for k in ("gpus", "tp", "pp", "zero", "global_batch_tokens"))
 
 
 def test_sliders_recompute_the_label_and_the_plot():
     explorer = build_explorer()
-    first_text, first_png = _text(explorer), explorer._png
+    first_text, first_png, static = _text(explorer), explorer.image.value, explorer._png
     assert "32.1 GB fits" in first_text and "DP = GPUs / (TP · PP) = 1,024 / 32" in first_text
 
     explorer.inputs["tp"].value = 2  # less tensor parallelism: more memory per GPU
     assert explorer.state["tp"] == 2 and explorer.state["fits"] is False
-    assert "does not fit" in _text(explorer) and explorer._png != first_png
+    assert "does not fit" in _text(explorer) and explorer.image.value != first_png and explorer._png == static
     assert explorer.state["summary"] == summary(tp=2)
 
     explorer.inputs["tp"].value = 16  # across two nodes: the plan warns

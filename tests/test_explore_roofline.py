@@ -59,15 +59,19 @@ def test_achievable_times_use_the_measured_roofs():
 
 
 def test_the_figure_has_the_roofline_and_the_time_bars():
-    from roofkit.explore.roofline import _figure
+    from roofkit.explore.roofline import _Figure
 
-    fig = _figure(explorer_state("h200", "bf16", "gemm", 4096))
-    roof_ax, bars_ax = fig.axes
+    state = explorer_state("h200", "bf16", "gemm", 4096)
+    roof_ax, bars_ax = _Figure(state).live.fig.axes
     assert roof_ax.get_xscale() == "log" and roof_ax.get_title() == "Roofline: H200 SXM 141GB (BF16)"
     assert any(line.get_gid() == "custom-roof" for line in roof_ax.lines)  # the achievable roof, dashed
-    widths = sorted(round(p.get_width(), 1) for p in bars_ax.patches)  # T_math and T_mem, datasheet and achievable
+    # T_math and T_mem, datasheet and achievable, to scale: the longest sum (achievable) spans 1
+    longest = (state["achievable"]["t_math_s"] + state["achievable"]["t_mem_s"]) * 1e6
+    widths = sorted(round(p.get_width() * longest, 1) for p in bars_ax.patches)
     assert widths == [21.0, 23.6, 139.0, 171.6]
-    one_roof = _figure(explorer_state("b200", "bf16", "gemm", 4096)).axes[1]
+    texts = {t.get_text() for t in bars_ax.texts}
+    assert {"max 139 µs", "sum 160 µs", "max 172 µs", "sum 195 µs"} <= texts, texts
+    one_roof = _Figure(explorer_state("b200", "bf16", "gemm", 4096)).live.fig.axes[1]
     assert len(one_roof.patches) == 2
 
 
@@ -104,23 +108,24 @@ def test_starting_call_prints_the_summary(capsys):
     explorer = roofline_explorer("h100", "bf16", "gemm", 4096)
     assert capsys.readouterr().out.strip() == summary("h100", "bf16", "gemm", 4096)
     assert "roofkit-bound" in explorer.label._dom_classes
-    assert "roofkit-plot" in explorer.plot._dom_classes
+    assert "roofkit-plot" in explorer.plot._dom_classes and explorer.plot.children == (explorer.image,)
     assert "run the notebook live" in repr(explorer)
     bundle = explorer._repr_mimebundle_()
     assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")  # the static figure
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert explorer.plot.outputs[0]["data"]["text/plain"] == explorer.state["summary"]
+    assert bytes(explorer.image.value).startswith(b"\x89PNG") and explorer.size.continuous_update
 
 
 def test_callbacks_update_the_label_and_the_plot():
     explorer = build_explorer("h100", "bf16", "gemm", 4096)
     assert "compute-bound" in _text(explorer)
-    first_png = explorer._png
+    first_png, static, fig = explorer.image.value, explorer._png, explorer.live.fig
 
     explorer.size.value = 512
     assert "memory-bound" in _text(explorer) and "GEMM n=512" in _text(explorer)
     assert "at the best rates measured on this chip" in _text(explorer)  # an H100's achievable roofs
-    assert explorer.state["size"] == 512 and explorer._png != first_png
+    assert explorer.state["size"] == 512 and explorer.image.value != first_png
+    assert explorer._png == static and explorer.live.fig is fig  # moved in place; the static picture kept
 
     explorer.precision.value = "fp8"  # the ridge moves right
     assert "591 FLOP/byte" in _text(explorer)

@@ -39,11 +39,12 @@ def test_summary_is_the_starting_text(capsys):
 
 def test_callbacks_update_the_label_and_the_plot():
     explorer = build_explorer()
-    first = explorer._png
+    first, static = explorer.image.value, explorer._png
     assert "fits" in _text(explorer) and "does not fit" not in _text(explorer)
+    assert explorer.inputs["batch"].continuous_update and explorer.inputs["context"].continuous_update
 
     explorer.inputs["batch"].value = 512  # beyond the memory limit
-    assert "does not fit" in _text(explorer) and explorer._png != first
+    assert "does not fit" in _text(explorer) and explorer.image.value != first and explorer._png == static
     assert explorer.state["batch"] == 512 and explorer.state["fits"] is False
 
     explorer.inputs["weights_dtype"].value = "int4"  # less memory for the weights, more for the cache

@@ -10,8 +10,9 @@ global batch, a box for recomputation, and under them what
 DP = GPUs / (TP x PP) (it follows the other sliders), memory per GPU against
 the accelerator's, the step time split into compute, exposed communication and
 pipeline bubble, and the MFU. A label (CSS class ``roofkit-plan``) holds the
-numbers; an Output (CSS class ``roofkit-parallel-plot``) the two bars
-(:func:`roofkit.plots_parallel.memory_plot` and :func:`~roofkit.plots_parallel.step_plot`).
+numbers; an image in a Box (CSS class ``roofkit-parallel-plot``) the two bars
+(:class:`roofkit.plots_parallel.PlanBars`: memory per GPU, and the step's parts
+as shares of it), moved in place as the sliders move.
 
 A layout roofkit cannot plan (TP x PP larger than the GPU count, a batch too
 small for DP, more stages than layers) shows roofkit's error message in place
@@ -29,7 +30,7 @@ import html
 
 import ipywidgets as w
 
-from ._box import FigureBox
+from ._box import FigureBox, LiveFigure, cached
 
 from .. import hardware, links, models, parallel
 from ..errors import InvalidValue, RoofkitError
@@ -133,31 +134,60 @@ def _html(state: dict) -> str:
     return f"<b>{html.escape(title)}</b><table>{cells}</table>{notes}"
 
 
-def _figure(state: dict):
-    from matplotlib.figure import Figure
+class _Figure:
+    """Memory per GPU and the step's parts as two bars, moved in place as the sliders move.
 
-    from .. import plots_parallel
+    What is drawn once: the axes, the legends and the accelerator's memory
+    (redrawn when the accelerator changes). What a change moves: the bars and
+    the figures written beside them, or a line saying that a layout cannot
+    be planned (roofkit's message is in the label).
+    """
 
-    fig = Figure(figsize=(9, 2.6), layout="constrained")
-    if "error" in state:
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "cannot plan this layout:\n" + state["error"], ha="center", va="center", wrap=True,
-                fontsize=9, color="#b00")
-        return fig
-    p = state["plan"]
-    left, right = fig.subplots(1, 2)
-    plots_parallel.memory_plot(p, labels=[""], ax=left, title="memory per GPU")
-    plots_parallel.step_plot(p, labels=[""], ax=right, title=f"step time: MFU {p.mfu:.1%}")
-    return fig
+    def __init__(self, state: dict):
+        self.state = state
+        self.live = LiveFigure(self._build, figsize=(9, 2.6))
 
+    @staticmethod
+    def _key(state: dict) -> str:
+        return state["accelerator"]
+
+    def _build(self, live: LiveFigure) -> None:
+        from .. import plots_parallel
+
+        state = self.state
+        acc = hardware.get(state["accelerator"])
+        left, right = live.fig.subplots(1, 2)
+        self.bars = plots_parallel.PlanBars(left, right, acc.capacity_bytes, _short(acc))
+        live.animate(*self.bars.artists)
+        # roofkit's message is in the label above; the figure says only that there is nothing to draw
+        self.message = live.animate(live.fig.text(0.5, 0.5, "cannot plan this layout: see the message above",
+                                                  ha="center", va="center", fontsize=9, color="#b00",
+                                                  bbox=dict(fc="white", ec="none", pad=8)))
+        self._drawn = self._key(state)
+        self._move(state)
+
+    def _move(self, state: dict) -> None:
+        failed = "error" in state
+        for artist in self.bars.artists:
+            artist.set_visible(not failed)
+        self.message.set_visible(failed)
+        if not failed:
+            self.bars.update(state["plan"])
+
+    def update(self, state: dict) -> None:
+        """Show ``state``: move the bars, or redraw when the accelerator changed."""
+        self.state = state
+        if self._key(state) != self._drawn:
+            self.live.rebuild()
+        else:
+            self._move(state)
 
 
 class ParallelExplorer(FigureBox):
     """The explorer's box. ``.inputs`` maps each argument's name to its widget; ``.label`` (HTML) and
-    ``.plot`` (Output) are its outputs; ``.state`` what they show.
+    ``.plot`` (a Box holding ``.image``, the live figure) are its outputs; ``.state`` what they show.
 
-    Its plain-text form is one line, and it carries the current figure as a PNG, so
+    Its plain-text form is one line, and it carries the starting figure as a PNG, so
     a notebook rendered without a live kernel shows the starting bars."""
 
     text = "parallelism explorer (widgets: run the notebook live to move the sliders)"
@@ -195,24 +225,23 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
         "hw": w.Dropdown(options=[(_short(a), a.key) for a in accelerators], value=acc.key,
                          description="accelerator", style=style),
         "gpus": w.SelectionSlider(options=[(f"{g:,}", g) for g in GPU_COUNTS], value=gpus, description="GPUs",
-                                  continuous_update=False, style=style, layout=wide),
+                                  continuous_update=True, style=style, layout=wide),
         "tp": w.SelectionSlider(options=list(DEGREES), value=tp, description="TP (tensor)",
-                                continuous_update=False, style=style, layout=wide),
+                                continuous_update=True, style=style, layout=wide),
         "pp": w.SelectionSlider(options=list(DEGREES), value=pp, description="PP (pipeline)",
-                                continuous_update=False, style=style, layout=wide),
+                                continuous_update=True, style=style, layout=wide),
         "zero": w.SelectionSlider(options=list(parallel.ZERO_STAGES), value=zero, description="ZeRO stage",
-                                  continuous_update=False, style=style, layout=wide),
+                                  continuous_update=True, style=style, layout=wide),
         "global_batch_tokens": w.SelectionSlider(options=[(_tokens(b), b) for b in BATCHES],
                                                  value=global_batch_tokens, description="batch (tokens)",
-                                                 continuous_update=False, style=style, layout=wide),
+                                                 continuous_update=True, style=style, layout=wide),
         "recompute": w.Checkbox(value=bool(recompute), description="recompute activations", style=style),
         "calibrated": w.Checkbox(value=bool(calibrated), description="calibrated estimate (not the bound)",
                                  style=style),
     }
     label = w.HTML(value=_html(state))
     label.add_class("roofkit-plan")
-    plot = w.Output()
-    plot.add_class("roofkit-parallel-plot")
+    plot, image = ParallelExplorer.image_box("roofkit-parallel-plot")
     explorer = ParallelExplorer([
         w.HBox([inputs["model"], inputs["hw"]]),
         inputs["gpus"], inputs["tp"], inputs["pp"], inputs["zero"], inputs["global_batch_tokens"],
@@ -220,21 +249,24 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
     ])
     explorer.add_class("roofkit-parallel")
     explorer.inputs, explorer.label, explorer.plot, explorer.state, explorer.seq = inputs, label, plot, state, seq
+    explorer.image, figure = image, _Figure(state)
+    explorer.attach(figure.live)
+    state_of = cached(explorer_state)  # a slider swept back and forth asks for the same plans again
 
     def draw():
-        explorer.show(_figure(explorer.state), explorer.state["summary"])
+        figure.update(explorer.state)
+        explorer.redraw()
 
     def update(_change=None):
         values = {name: widget.value for name, widget in inputs.items()}
-        explorer.state = explorer_state(values["model"], values["hw"], values["gpus"], values["tp"], values["pp"],
-                                        values["zero"], values["global_batch_tokens"], seq, values["recompute"],
-                                        values["calibrated"])
+        explorer.state = state_of(values["model"], values["hw"], values["gpus"], values["tp"], values["pp"],
+                                  values["zero"], values["global_batch_tokens"], seq, values["recompute"],
+                                  values["calibrated"])
         label.value = _html(explorer.state)
         draw()
 
     for widget in inputs.values():
         widget.observe(update, names="value")
-    draw()
     return explorer
 
 

@@ -6,11 +6,14 @@ shows a dropdown of the catalog's accelerators, a dropdown of the precisions
 the chosen one has, a dropdown of kernels, a slider over sizes on a log scale
 (powers of two and the sizes halfway between, 3 x 2^k), a label (CSS class
 ``roofkit-bound``) with the kernel's intensity, the ridge, the bound and the
-predicted times, and a figure (an Output, CSS class ``roofkit-plot``): the
-roofline with the kernel on it, and beside it the bars of T_math and T_mem
-(:func:`roofkit.diagrams.time_bars`), at the datasheet roofs and, where the
-catalog has both achievable figures, at the achievable roofs. Every change
-recomputes through :func:`roofkit.roofline.analyze`::
+predicted times, and a figure (an image in a Box, CSS class ``roofkit-plot``):
+the roofline with the kernel on it, and beside it the bars of T_math and T_mem
+(:class:`roofkit.diagrams.TimeBars`), at the datasheet roofs and, where the
+catalog has both achievable figures, at the achievable roofs. The slider
+follows the hand: every step recomputes through
+:func:`roofkit.roofline.analyze` and moves the dot and the bars in place
+(:class:`~roofkit.explore._box.LiveFigure`; the roofs are redrawn only when the
+accelerator or the precision changes)::
 
     I = FLOPs / bytes,   I* = P / B,   memory-bound when I < I*,
     T_math = F / P,   T_mem = Q / B,   time >= max(T_math, T_mem)  (datasheet P and B)
@@ -42,7 +45,7 @@ from typing import Callable
 
 import ipywidgets as w
 
-from ._box import FigureBox
+from ._box import FigureBox, LiveFigure, cached
 
 from .. import diagrams, dtypes, formulas, hardware
 from .. import roofline as rl
@@ -207,27 +210,62 @@ def _html(state: dict) -> str:
     return f"<b>{html.escape(state['accelerator'])}</b><table>{cells}</table>"
 
 
-def _figure(state: dict):
-    """The roofline with the kernel on it, and beside it the bars of T_math and T_mem."""
-    from matplotlib.figure import Figure
+class _Figure:
+    """The roofline with the kernel on it, and beside it the bars of T_math and T_mem, moved in place.
 
-    spec = KERNELS[state["kernel"]]
-    cost = spec.cost(state["size"], state["precision"])
-    fig = Figure(figsize=(13, 5.2), layout="constrained")
-    roof_ax, bars_ax = fig.subplots(1, 2, width_ratios=(1.75, 1))
-    acc, ach = hardware.get(state["accelerator_key"]), state["achievable"]
-    roofs = [rl.Roof("achievable (measured)", acc.peak(state["precision"], achievable=True),
-                     acc.memory_bandwidth(achievable=True))] if ach else []
-    below = (10, 5) if state["bound"] == "compute" else None  # right of the dot, clear of the ridge label
-    kernel = rl.Kernel(state["label"], cost.intensity, label_offset=below)
-    rl.plot([acc.key], [state["precision"]], kernels=[kernel], roofs=roofs, xlim=XLIM, ax=roof_ax,
-            title=f"Roofline: {_short(acc)} ({state['precision'].upper()})")
-    rows = [("datasheet roofs", state["t_math_s"], state["t_mem_s"])]
-    if ach:
-        rows.append(("achievable roofs", ach["t_math_s"], ach["t_mem_s"]))
-    diagrams.time_bars(rows, ax=bars_ax, title=f"{state['label']}: time")
-    return fig
+    What is drawn once: the roofs of the accelerator and precision (redrawn
+    when either changes). What a change moves: the kernel's dot and its label,
+    and the bars (:class:`roofkit.diagrams.TimeBars`).
+    """
 
+    def __init__(self, state: dict):
+        self.state = state
+        self.live = LiveFigure(self._build, figsize=(13, 5.2))
+
+    def _roofs(self, state: dict) -> tuple:
+        return state["accelerator_key"], state["precision"], state["achievable"] is not None
+
+    def _build(self, live: LiveFigure) -> None:
+        state, fig = self.state, live.fig
+        spec = KERNELS[state["kernel"]]
+        roof_ax, bars_ax = fig.subplots(1, 2, width_ratios=(1.75, 1))
+        acc, ach = hardware.get(state["accelerator_key"]), state["achievable"]
+        roofs = [rl.Roof("achievable (measured)", acc.peak(state["precision"], achievable=True),
+                         acc.memory_bandwidth(achievable=True))] if ach else []
+        kernel = rl.Kernel(state["label"], spec.cost(state["size"], state["precision"]).intensity)
+        rl.plot([acc.key], [state["precision"]], kernels=[kernel], roofs=roofs, xlim=XLIM, ax=roof_ax,
+                title=f"Roofline: {_short(acc)} ({state['precision'].upper()})")
+        # the kernel as plot() draws it (a scatter, in the legend), redrawn as a marker: a tenth of the time
+        next(c for c in roof_ax.collections if c.get_gid() == "kernel").set_visible(False)
+        self.dot = roof_ax.plot([], [], ls="none", marker="o", ms=40 ** 0.5, color="0.1", zorder=5)[0]
+        self.name = next(t for t in roof_ax.texts if t.get_gid() == "kernel-label")
+        live.animate(self.dot, self.name)
+        self.bars = diagrams.TimeBars(bars_ax, ["datasheet roofs"] + (["achievable roofs"] if ach else []),
+                                      title="time of one call")
+        live.animate(*self.bars.artists)
+        self._roofs_drawn = self._roofs(state)
+        self._move(state)
+
+    def _move(self, state: dict) -> None:
+        point = (state["intensity"], state["attainable_flops_per_s"])
+        self.dot.set_data([point[0]], [point[1]])
+        self.name.xy = point
+        self.name.set_text(state["label"])
+        # right of the dot when compute-bound (clear of the ridge label), else up and to the left
+        self.name.xyann = (10, 5) if state["bound"] == "compute" else (-6, 8)
+        self.name.set_horizontalalignment("left" if state["bound"] == "compute" else "right")
+        rows = [("datasheet roofs", state["t_math_s"], state["t_mem_s"])]
+        if state["achievable"]:
+            rows.append(("achievable roofs", state["achievable"]["t_math_s"], state["achievable"]["t_mem_s"]))
+        self.bars.update(rows)
+
+    def update(self, state: dict) -> None:
+        """Show ``state``: move the dot and the bars, or redraw the roofs when the accelerator or precision changed."""
+        self.state = state
+        if self._roofs(state) != self._roofs_drawn:
+            self.live.rebuild()
+        else:
+            self._move(state)
 
 
 def _powers(spec: KernelSpec, keep: int) -> list[tuple[str, int]]:
@@ -240,9 +278,10 @@ def _powers(spec: KernelSpec, keep: int) -> list[tuple[str, int]]:
 
 class RooflineExplorer(FigureBox):
     """The explorer's box. ``.accelerator``, ``.precision``, ``.kernel``, ``.size`` are its
-    inputs; ``.label`` (HTML) and ``.plot`` (Output) its outputs; ``.state`` what they show.
+    inputs; ``.label`` (HTML) and ``.plot`` (a Box holding ``.image``, the live figure) its
+    outputs; ``.state`` what they show.
 
-    Its plain-text form is one line, and it also carries the current figure as a
+    Its plain-text form is one line, and it also carries the starting figure as a
     PNG, so a notebook rendered without a live kernel shows the starting roofline."""
 
     text = "roofline explorer (widgets: run the notebook live to move the dot)"
@@ -268,13 +307,12 @@ def build_explorer(accelerator="h100", precision="bf16", kernel="gemm", size=409
         "kernel": w.Dropdown(options=[(s.title, k) for k, s in KERNELS.items()], value=state["kernel"],
                              description="kernel", style=style, layout=w.Layout(width="420px")),
         "size": w.SelectionSlider(options=_powers(KERNELS[state["kernel"]], state["size"]), value=state["size"],
-                                  description=KERNELS[state["kernel"]].size_name, continuous_update=False,
+                                  description=KERNELS[state["kernel"]].size_name, continuous_update=True,
                                   style=style, layout=w.Layout(width="420px")),
     }
     label = w.HTML(value=_html(state))
     label.add_class("roofkit-bound")
-    plot = w.Output()
-    plot.add_class("roofkit-plot")
+    plot, image = FigureBox.image_box()
 
     explorer = RooflineExplorer([
         w.HBox([inputs["accelerator"], inputs["precision"]]),
@@ -284,22 +322,22 @@ def build_explorer(accelerator="h100", precision="bf16", kernel="gemm", size=409
         plot,
     ])
     explorer.add_class("roofkit-roofline")
-    explorer.inputs, explorer.label, explorer.plot, explorer.state = inputs, label, plot, state
+    explorer.inputs, explorer.label, explorer.plot, explorer.image, explorer.state = inputs, label, plot, image, state
     for name, widget in inputs.items():
         setattr(explorer, name, widget)
     busy = []  # set while one change resets other widgets, so that they redraw once
-
-    def draw():
-        fig = _figure(explorer.state)
-        explorer.show(fig, explorer.state["summary"])
+    figure = _Figure(state)
+    explorer.attach(figure.live)
+    state_of = cached(explorer_state)  # a slider swept back and forth asks for the same states again
 
     def update(_change=None):
         if busy:
             return
-        explorer.state = explorer_state(inputs["accelerator"].value, inputs["precision"].value,
-                                        inputs["kernel"].value, inputs["size"].value)
+        explorer.state = state_of(inputs["accelerator"].value, inputs["precision"].value,
+                                  inputs["kernel"].value, inputs["size"].value)
         label.value = _html(explorer.state)
-        draw()
+        figure.update(explorer.state)
+        explorer.redraw()
 
     def on_accelerator(change):
         chip = hardware.get(change["new"])
@@ -328,7 +366,6 @@ def build_explorer(accelerator="h100", precision="bf16", kernel="gemm", size=409
     inputs["kernel"].observe(on_kernel, names="value")
     inputs["precision"].observe(update, names="value")
     inputs["size"].observe(update, names="value")
-    draw()
     return explorer
 
 

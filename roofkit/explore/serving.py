@@ -7,12 +7,12 @@ shows dropdowns for the model, the accelerator, the GPU count and the
 precisions of the weights and of the KV cache, sliders for the context and the
 batch, a label (CSS class ``roofkit-serving``) with what
 :func:`roofkit.inference.serve` makes of them (weights, cache per sequence,
-the largest batch that fits, TTFT, TPOT, tokens/s), and a figure (an Output,
-CSS class ``roofkit-plot``): one GPU's memory as a bar
-(:func:`roofkit.inference.plot.draw_memory`) over TPOT and tokens/s against
+the largest batch that fits, TTFT, TPOT, tokens/s), and a figure (an image in
+a Box, CSS class ``roofkit-plot``): one GPU's memory as a bar
+(:class:`roofkit.inference.plot.MemoryBar`) over TPOT and tokens/s against
 the batch with the memory limit and the chosen batch marked
-(:func:`roofkit.inference.plot.draw_batch`). The math runs in BF16 (FP16 on
-chips without BF16).
+(:class:`roofkit.inference.plot.BatchCurve`), moved in place as the sliders
+move. The math runs in BF16 (FP16 on chips without BF16).
 
 A choice roofkit cannot serve (the chip has no such precision, a model whose
 latency is not modelled) shows roofkit's message in place of the numbers it
@@ -26,11 +26,12 @@ the starting figure, carried as a PNG).
 
 from __future__ import annotations
 
+import functools
 import html
 
 import ipywidgets as w
 
-from ._box import FigureBox
+from ._box import FigureBox, LiveFigure, cached
 
 from .. import dtypes, hardware, models
 from ..errors import InvalidValue, RoofkitError
@@ -131,34 +132,80 @@ def _html(state: dict) -> str:
     return f"<b>{title}</b><table>{cells}</table>"
 
 
-def _figure(state: dict):
-    from matplotlib.figure import Figure
-
+@functools.lru_cache(maxsize=256)
+def _sweep(model, hw, gpus, context, dtype, weights_dtype, kv_dtype) -> dict:
+    """The latency curve over the slider's batches, kept per input (a dozen decode steps each)."""
     from ..inference import plot
 
-    fig = Figure(figsize=(8.5, 5.6))  # fixed margins: a constrained layout would double the time to draw
-    top, bottom = fig.subplots(2, 1, height_ratios=(1, 3.2), gridspec_kw=dict(left=0.09, right=0.89, top=0.95,
-                                                                                bottom=0.09, hspace=0.5))
-    plot.draw_memory(top, state["plan"])
-    if state["tpot_s"] is None:
-        bottom.axis("off")
-        bottom.text(0.5, 0.5, state["error"], ha="center", va="center", wrap=True, fontsize=9)
-        return fig
-    sweep = plot.batch_sweep(state["model"], state["hw"], state["gpus"], state["context"],
-                             sorted(set(BATCHES) | {state["batch"]}), state["dtype"], state["weights_dtype"],
-                             state["kv_dtype"])
-    plot.draw_batch(bottom, sweep, f"decode at a {state['context']:,}-token context")
-    bottom.axvline(state["batch"], color="C2", lw=6, alpha=0.25)
-    bottom.annotate(f"batch {state['batch']}", (state["batch"], 0.97), xycoords=("data", "axes fraction"),
-                    xytext=(5, 0), textcoords="offset points", va="top", fontsize=8, color="C2")
-    return fig
+    return plot.batch_sweep(model, hw, gpus, context, BATCHES, dtype, weights_dtype, kv_dtype)
 
+
+class _Figure:
+    """One GPU's memory as a bar over TPOT and tokens/s against the batch, moved in place as the sliders move.
+
+    What is drawn once: the axes, fixed over every context and batch the
+    sliders offer for this model, accelerator, GPU count and precisions
+    (redrawn when one of those changes). What a change moves: the bar's parts,
+    the curves, the memory limit and the chosen batch.
+    """
+
+    def __init__(self, state: dict):
+        self.state = state
+        # fixed margins: a constrained layout would double the time to draw
+        self.live = LiveFigure(self._build, figsize=(8.5, 5.6), layout=None)
+
+    @staticmethod
+    def _key(state: dict) -> tuple:
+        from ..inference import plot
+
+        return (state["model"], state["hw"], state["gpus"], state["dtype"], state["weights_dtype"],
+                state["kv_dtype"], state["tpot_s"] is None and state["error"],
+                plot.MemoryBar.key_of(state["plan"]))
+
+    def _build(self, live: LiveFigure) -> None:
+        from ..inference import plot
+
+        state = self.state
+        top, bottom = live.fig.subplots(2, 1, height_ratios=(1, 3.2),
+                                        gridspec_kw=dict(left=0.09, right=0.89, top=0.95, bottom=0.09, hspace=0.5))
+        self.memory = plot.MemoryBar(top, state["plan"])
+        live.animate(*self.memory.artists)
+        self.curve = None
+        if state["tpot_s"] is None:
+            bottom.axis("off")
+            bottom.text(0.5, 0.5, state["error"], ha="center", va="center", wrap=True, fontsize=9)
+        else:
+            ends = [_sweep(state["model"], state["hw"], state["gpus"], c, state["dtype"], state["weights_dtype"],
+                           state["kv_dtype"]) for c in (CONTEXTS[0], CONTEXTS[-1])]
+            tpot = [t for sweep in ends for t in sweep["tpot_s"]]
+            rate = [r for sweep in ends for r in sweep["tokens_per_s"]]
+            self.curve = plot.BatchCurve(bottom, (min(tpot), max(tpot)), (min(rate), max(rate)),
+                                         "decode at the chosen context")
+            live.animate(*self.curve.artists)
+        self._drawn = self._key(state)
+        self._move(state)
+
+    def _move(self, state: dict) -> None:
+        self.memory.update(state["plan"])
+        if self.curve is not None:
+            sweep = _sweep(state["model"], state["hw"], state["gpus"], state["context"], state["dtype"],
+                           state["weights_dtype"], state["kv_dtype"])
+            self.curve.update(sweep, state["batch"])
+
+    def update(self, state: dict) -> None:
+        """Show ``state``: move the bar and the curves, or redraw when what is drawn once changed."""
+        self.state = state
+        if self._key(state) != self._drawn:
+            self.live.rebuild()
+        else:
+            self._move(state)
 
 
 class ServingExplorer(FigureBox):
-    """The explorer's box: ``.inputs`` (widgets by name), ``.label`` (HTML), ``.plot`` (Output), ``.state``.
+    """The explorer's box: ``.inputs`` (widgets by name), ``.label`` (HTML), ``.plot`` (a Box holding
+    ``.image``, the live figure), ``.state``.
 
-    Its plain-text form is one line, and it carries the current figure as a PNG,
+    Its plain-text form is one line, and it carries the starting figure as a PNG,
     so a notebook rendered without a live kernel shows the starting picture."""
 
     text = "serving explorer (widgets: run the notebook live to change the batch, the GPUs, the precisions)"
@@ -192,16 +239,15 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
         "kv_dtype": w.Dropdown(options=[(d.upper(), d) for d in CACHES], value=state["kv_dtype"],
                                description="KV cache", style=style),
         "context": w.SelectionSlider(options=[(f"{c:,}", c) for c in CONTEXTS], value=context,
-                                     description="context", continuous_update=False, style=style, layout=wide),
+                                     description="context", continuous_update=True, style=style, layout=wide),
         "batch": w.SelectionSlider(options=[(str(b), b) for b in BATCHES], value=batch, description="batch",
-                                   continuous_update=False, style=style, layout=wide),
+                                   continuous_update=True, style=style, layout=wide),
     }
     inputs["batch"].add_class("roofkit-batch")
     inputs["context"].add_class("roofkit-context")
     label = w.HTML(value=_html(state))
     label.add_class("roofkit-serving")
-    plot = w.Output()
-    plot.add_class("roofkit-plot")
+    plot, image = ServingExplorer.image_box()
     explorer = ServingExplorer([
         w.HBox([inputs["model"], inputs["hw"], inputs["gpus"]]),
         w.HBox([inputs["weights_dtype"], inputs["kv_dtype"]]),
@@ -209,24 +255,28 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
     ])
     explorer.add_class("roofkit-serving-explorer")
     explorer.inputs, explorer.label, explorer.plot, explorer.state = inputs, label, plot, state
+    explorer.image, figure = image, _Figure(state)
+    explorer.attach(figure.live)
+    state_of = cached(explorer_state)  # a slider swept back and forth asks for the same states again
 
     def draw():
-        explorer.show(_figure(explorer.state), explorer.state["summary"])
+        image.layout.display = None
+        figure.update(explorer.state)
+        explorer.redraw()
 
     def update(_change=None):
         values = {name: widget.value for name, widget in inputs.items()}
         try:
-            explorer.state = explorer_state(**values)
+            explorer.state = state_of(**values)
         except RoofkitError as error:  # e.g. a chip without the precision: say so, keep the widgets alive
             label.value = f"<b style='color:#d62728'>{html.escape(str(error))}</b>"
-            plot.outputs = ()
+            image.layout.display = "none"
             return
         label.value = _html(explorer.state)
         draw()
 
     for widget in inputs.values():
         widget.observe(update, names="value")
-    draw()
     return explorer
 
 

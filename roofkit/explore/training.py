@@ -188,7 +188,7 @@ def training_calculator(params="70B", tokens="15T", hw="h100", dtype="bf16", mfu
         "hw": w.Dropdown(options=accelerators, value=hw_value, description=_LABELS["hw"], style=style),
         "dtype": w.Dropdown(options=precisions, value=dtype_value, description=_LABELS["dtype"], style=style),
         "mfu": w.FloatSlider(value=slider_value, min=0.01, max=1.0, step=0.01, readout_format=".0%",
-                             description=_LABELS["mfu"], style=style),
+                             description=_LABELS["mfu"], continuous_update=True, style=style),
         "gpus": w.Text(value=str(gpus), description=_LABELS["gpus"], placeholder="8192", style=style),
         "usd_per_gpu_hour": w.Text(value=str(usd_per_gpu_hour), description=_LABELS["usd_per_gpu_hour"],
                                    placeholder="2.0", style=style),

@@ -8,16 +8,19 @@ frontier, and roofkit's figures against published ones.
 
 :func:`batch_sweep` computes the curve (no matplotlib); the figures are
 matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
-``fig``). The explorer of :mod:`roofkit.explore.serving` draws both side by side.
+``fig``). The explorer of :mod:`roofkit.explore.serving` draws both, one above
+the other, as :class:`MemoryBar` and :class:`BatchCurve`: the same pictures on
+fixed axes, drawn once and then moved in place by ``update`` as its sliders move.
 """
 
 from __future__ import annotations
 
+from ..errors import InvalidValue
 from ..units import whole
 from . import latency, memory
 
 __all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES", "frontier",
-           "plot_frontier", "plot_published", "GPU_COUNTS"]
+           "plot_frontier", "plot_published", "GPU_COUNTS", "MemoryBar", "BatchCurve"]
 
 BATCHES = tuple(2**e for e in range(11))  # 1 .. 1024
 GPU_COUNTS = (1, 2, 4, 8)
@@ -209,3 +212,123 @@ def _label(row) -> str:
     if row["kind"] == "ttft":
         return f"{row['model']} {row['hw']} TTFT, {row['isl']:,}-token prompt"
     return f"{row['model']} {row['hw']} x{row['gpus']}, {row['isl']:,} in / {row['osl']:,} out"
+
+
+class MemoryBar:
+    """:func:`draw_memory` on a fixed axis, for a figure that follows a slider: :meth:`update` moves it in place.
+
+    ``plan`` sets what stays put as the batch and the context move: the axis,
+    which runs to 1.15 x one GPU's memory whatever a plan needs (a batch that
+    does not fit runs off the right edge, and the figure written at the end of
+    the bar says how much it needs), and the legend with the reserve and the
+    weights per GPU (``key``: a plan whose reserve or weights differ needs a
+    new MemoryBar). ``artists`` are what :meth:`update` changes (the four
+    parts and the total) and the capacity line, drawn over them.
+    """
+
+    def __init__(self, ax, plan: memory.MemoryPlan, title: str | None = "one GPU's memory"):
+        g = plan.per_gpu
+        self.capacity = g["capacity_bytes"] / 1e9
+        self.ax, self.key = ax, self.key_of(plan)
+        fixed = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9}
+        self.parts = [ax.barh(0, 0.0, height=0.6, color=colour,
+                              label=f"{name}: {fixed[name]:.3g} GB" if name in fixed else name)[0]
+                      for name, colour in _PARTS]
+        capacity_line = ax.axvline(self.capacity, ymax=0.66, color="C3", lw=2)  # below the legend
+        ax.text(self.capacity, -0.72, f" {self.capacity:.3g} GB per GPU", fontsize=8, color="C3", va="bottom")
+        ax.set_xlim(0, self.capacity * 1.15)
+        ax.set_ylim(-0.75, 0.85)
+        ax.set_yticks([])
+        ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
+        ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0, 1.02))
+        if title:
+            ax.set_title(title, fontsize=10)
+        self.total = ax.text(0, 0, "", fontsize=8, va="center", zorder=6,
+                             bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+        self.artists = [*self.parts, capacity_line, self.total]  # the line over the bar, as draw_memory draws it
+
+    @staticmethod
+    def key_of(plan: memory.MemoryPlan) -> tuple:
+        g = plan.per_gpu
+        return g["capacity_bytes"], g["reserve_bytes"], g["weights_bytes"]
+
+    def update(self, plan: memory.MemoryPlan) -> None:
+        if self.key_of(plan) != self.key:
+            raise InvalidValue("this MemoryBar was drawn for another reserve or other weights; draw a new one.")
+        g = plan.per_gpu
+        widths = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9,
+                  "KV cache": g["kv_bytes"] / 1e9}
+        widths["free"] = max(0.0, self.capacity - sum(widths.values()))
+        left = 0.0
+        for bar, (name, _) in zip(self.parts, _PARTS):
+            bar.set_x(left)
+            bar.set_width(widths[name])
+            left += widths[name] if name != "free" else 0.0
+        end = self.capacity * 1.15
+        amount = f"{left:,.0f} GB" if left >= 100 else f"{left:.3g} GB"
+        fits = left <= self.capacity
+        self.total.set_text(f"{amount} in use" if fits else f"needs {amount}")
+        self.total.set_x(left + end * 0.01 if fits else end * 0.99)  # beside the bar, or at the edge it runs off
+        self.total.set_horizontalalignment("left" if fits else "right")
+        self.total.set_color("0.1" if fits else "C3")
+
+
+class BatchCurve:
+    """:func:`draw_batch` on fixed axes, for a figure that follows a slider: :meth:`update` moves it in place.
+
+    ``tpot_range`` and ``rate_range`` (seconds, tokens/s) fix the two log axes,
+    so a sweep at another context moves the curves, not the axes; ``marked``
+    is a batch drawn as a green band (the explorer's chosen batch). ``artists``
+    are what :meth:`update` changes; the axes, their labels and grid are drawn once.
+    """
+
+    def __init__(self, ax, tpot_range, rate_range, title: str | None = None):
+        self.ax, right = ax, ax.twinx()
+        self.curves = []
+        for axis, (lo, hi), colour, label in ((ax, [t * 1e3 for t in tpot_range], "C0", "time per output token (ms)"),
+                                              (right, rate_range, "C3", "tokens/s (the whole batch)")):
+            line = axis.plot([], [], color=colour, label=label)[0]
+            full = axis.plot([], [], ls="none", marker="o", ms=6, color=colour, zorder=3)[0]
+            hollow = axis.plot([], [], ls="none", marker="o", ms=6, mfc="white", mec=colour, zorder=3)[0]
+            axis.set_yscale("log")
+            axis.set_ylim(lo / 1.25, hi * 1.25)
+            axis.set_ylabel(label, color=colour)
+            self.curves.append((line, full, hollow))
+        self.limit = ax.axvline(1, color="0.3", ls="--")
+        self.limit_text = ax.annotate("", (1, 0.03), xycoords=("data", "axes fraction"), xytext=(6, 0),
+                                      textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.3")
+        self.no_fit = ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center",
+                              color="0.3")
+        self.band = ax.axvline(1, color="C2", lw=6, alpha=0.25)
+        self.band_text = ax.annotate("", (1, 0.97), xycoords=("data", "axes fraction"), xytext=(5, 0),
+                                     textcoords="offset points", va="top", fontsize=8, color="C2")
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(BATCHES[0] / 1.4, BATCHES[-1] * 1.4)
+        ax.xaxis.set_major_formatter("{x:g}")
+        ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
+        ax.grid(True, color="0.92")
+        if title:
+            ax.set_title(title, fontsize=10)
+        self.artists = [a for trio in self.curves for a in trio] + [self.limit, self.limit_text, self.no_fit,
+                                                                    self.band, self.band_text]
+
+    def update(self, sweep: dict, marked: int | None = None) -> None:
+        x, fits = sweep["batch"], sweep["fits"]
+        for (line, full, hollow), y in zip(self.curves, ([t * 1e3 for t in sweep["tpot_s"]], sweep["tokens_per_s"])):
+            line.set_data(x, y)
+            full.set_data([a for a, ok in zip(x, fits) if ok], [b for b, ok in zip(y, fits) if ok])
+            hollow.set_data([a for a, ok in zip(x, fits) if not ok], [b for b, ok in zip(y, fits) if not ok])
+        limit = sweep["max_batch"]
+        for artist in (self.limit, self.limit_text):
+            artist.set_visible(limit >= 1)
+        self.no_fit.set_visible(limit < 1)
+        if limit >= 1:
+            self.limit.set_xdata([limit, limit])
+            self.limit_text.xy = (limit, 0.03)
+            self.limit_text.set_text(f"memory limit: {limit}")
+        for artist in (self.band, self.band_text):
+            artist.set_visible(marked is not None)
+        if marked is not None:
+            self.band.set_xdata([marked, marked])
+            self.band_text.xy = (marked, 0.97)
+            self.band_text.set_text(f"batch {marked}")
