@@ -413,8 +413,8 @@ class PlanBars:
         left = 0.0
         for bar, (key, *_) in zip(self.memory, MEMORY_PARTS):
             bar.set_x(left)
-            bar.set_width(plan.memory[key] / 1e9)
-            left += plan.memory[key] / 1e9
+            bar.set_width(plan.memory.get(key, 0.0) / 1e9)
+            left += plan.memory.get(key, 0.0) / 1e9
         verdict = "" if plan.fits is None else (" fits" if plan.fits else " does not fit")
         self.total.set_text(f"{left:.3g} GB{verdict}")
         self.total.set_color("#c44e52" if plan.fits is False else "black")
