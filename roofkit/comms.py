@@ -375,7 +375,7 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
     return Collective(collective=c, algorithm=a, size_bytes=S, gpus=n, link=chosen, alpha_s=alpha,
                       bandwidth_bytes_per_s=beta, latency_s=lat, transfer_s=transfer, time_s=t,
                       algbw_bytes_per_s=algbw(S, t), busbw_bytes_per_s=busbw(c, S, n, t),
-                      latency_bound_below_bytes=lat * S / transfer, protocol=p, calibrated=calibrated)
+                      latency_bound_below_bytes=lat * beta / volume(c, n, a), protocol=p, calibrated=calibrated)
 
 
 def all_reduce(size, gpus, link, algorithm: str = "ring", protocol: str | None = None,

@@ -294,7 +294,7 @@ def test_random_input_gives_a_result_or_a_roofkit_error(name, size, gpus, link, 
         r = comms.collective(name, size, gpus, link, algorithm)
     except RoofkitError:
         return
-    assert r.time_s > 0 and r.latency_s >= 0 and r.transfer_s > 0
+    assert r.time_s > 0 and r.latency_s >= 0 and r.transfer_s >= 0  # a denormal size underflows to 0
     assert r.algbw == pytest.approx(r.size_bytes / r.time_s)
     assert r.busbw <= r.bandwidth_bytes_per_s * (1 + 1e-9) or r.algorithm == "tree"
 
