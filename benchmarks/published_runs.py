@@ -13,7 +13,13 @@ Prints, for every run shipped in roofkit/data/published/:
    the same ratios;
 3. Llama 3 405B's three Table 4 runs as MFU, published against calibrated, in Meta's
    layout;
-4. the fit with the overlap efficiency freed as well, and what it does to the held-out runs.
+4. the fit with the overlap efficiency freed as well, and what it does to the held-out runs;
+5. DeepSpeed's ZeRO-3 rows of Narayanan et al.'s Table 2 (held out, and missed): the bytes each
+   GPU's weight gathers and gradient reduce-scatters move in a step, the bandwidth they must
+   have run at to give the published step (hidden behind the compute, or after it), against
+   one HDR NIC per GPU and against NCCL's rings over a DGX A100 node's eight NICs; and the
+   estimate with DeepSpeed 0.3's blocking gathers (each parameter's all-gather after a
+   torch.cuda.synchronize(), not hidden), the one part of its 2021 implementation sourced.
 
 ``--write`` refits and writes roofkit/data/published/calibration.json (the constants
 ``--calibrated`` uses). ``--quick`` skips leave-one-out and the second fit.
@@ -28,8 +34,8 @@ import math
 import time
 from pathlib import Path
 
-from roofkit import hardware
-from roofkit.parallel import calibration, published
+from roofkit import comms, hardware, links
+from roofkit.parallel import calibration, plan, published
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,8 +114,42 @@ def main() -> None:
         summary(ratios(fitting, both), "calibrated", "fitting set")
         alt = [x for x in ratios(held, both) if "ZeRO-3" not in x["case"]]
         summary(alt, "calibrated", "held-out, without ZeRO-3")
+    zero3(held, k)
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
+
+def zero3(held, k):
+    """What bandwidth DeepSpeed's ZeRO-3 gathers of Narayanan et al.'s Table 2 must have run at (section 5)."""
+    rows = [r for r in held if "ZeRO-3" in r.case]
+    if not rows:
+        return
+    nic = links.get("ib-hdr").nccl_bandwidth
+    print("\n== DeepSpeed ZeRO-3 (Narayanan et al. Table 2): the bandwidth each GPU's gathers must have run at ==")
+    print(f"  one HDR NIC per GPU: {nic / 1e9:.0f} GB/s (NVIDIA/nccl-tests issue 119); NCCL's rings use all 8 of a "
+          "DGX A100 node's NICs")
+    print(f"  {'run':<28} {'published':>9} {'compute':>8} {'moved/GPU':>9} {'hidden':>7} {'after':>7} {'NCCL':>7} "
+          f"{'calib.':>6} {'overlapped':>10}")
+    for r in rows:
+        pub = published.published_step_s(r)
+        cal = published.predict(r, calibrated=True, constants=k)
+        moved = sum(c["calls"] * c["bytes_per_call"] * comms.volume(c["collective"], c["group"])
+                    for kind, c in cal.communication.items() if kind in ("dp", "zero"))
+        nccl = moved / sum(cal.communication[kind]["time_s"] for kind in ("dp", "zero"))
+        hidden = plan(**(published.plan_args(r) | {"overlap": True}), calibrated=True, constants=k)
+        after = moved / (pub - cal.compute_s) if pub > cal.compute_s else float("inf")
+        print(f"  {r.case.removeprefix('Narayanan et al. Table 2, ZeRO-3 ')[:28]:<28} {pub:8.1f}s "
+              f"{cal.compute_s:7.1f}s {moved / 1e12:7.2f}TB {moved / pub / 1e9:5.0f}GB/s {after / 1e9:5.0f}GB/s "
+              f"{nccl / 1e9:5.0f}GB/s {cal.step_time_s / pub:6.2f} {hidden.step_time_s / pub:10.2f}")
+    print("  moved: bytes each GPU sends in a step (3 gathers of the BF16 weights, forward, recomputed forward and "
+          "backward,\n  and a reduce-scatter of the gradients). hidden, after: the bandwidth that gives the published "
+          "step if the traffic\n  hid behind the compute, or ran after it. NCCL: roofkit's calibrated hierarchical "
+          "rings. calib.: the estimate as the rows\n  assume DeepSpeed 0.3-0.4 ran (each parameter gathered after a "
+          "torch.cuda.synchronize(), so nothing hidden:\n  partition_parameters.py at v0.3.12 to v0.4.3, DeepSpeed "
+          "issue 1069, pull request 1188); overlapped: the same, gathers hidden.\n  Hidden, every row needs about "
+          "one HDR NIC per GPU whatever the GPU count; after the compute, a rate that falls as the\n  GPUs double, "
+          "as a latency per ring step would make it. Neither is sourced: no source found says why these gathers ran\n"
+          "  at one NIC's rate, or measures NCCL 2.8's all-gather over 384 to 2,240 A100s. The rows stay, missed, and "
+          "are\n  reported apart.")
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from roofkit import links
 from roofkit.hardware import NoAchievableFigure
 from roofkit.inference import engine, published
 
@@ -31,8 +32,8 @@ def _row(run):
     except NoAchievableFigure:
         estimate = None
     notes = []
-    if run.tp > 1 and run.hw == "mi300x":
-        notes.append("no MI300X link in the catalog: its all-reduces are not counted")
+    if run.tp > 1 and links.scale_up(run.hw) is None:
+        notes.append("no scale-up link in the catalog: its all-reduces are not counted")
     if estimate is None:
         notes.append("no achievable figures in the catalog: bound only")
     return bound, estimate, notes

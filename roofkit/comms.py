@@ -270,7 +270,7 @@ def _link_figures(link, gpus):
     if chosen.gpus is not None and gpus > chosen.gpus:
         raise InvalidValue(f"{chosen.key} connects at most {chosen.gpus} GPUs; {gpus} GPUs need a scale-out link "
                            f"between nodes: use comms.hierarchical (CLI: --inter LINK).")
-    return chosen, chosen.latency, chosen.collective_bandwidth
+    return chosen, chosen.latency, chosen.group_bandwidth(gpus)
 
 
 def _flag(value, name: str) -> bool:
@@ -304,9 +304,9 @@ def _nccl_time(c: str, S: float, n: int, link, algorithm: str, protocol: str, ca
     share = nccl.protocol_share(protocol)
     f = volume(c, n, algorithm)
     if algorithm == "nvls":
-        beta = nccl.nvls_bandwidth(link) if calibrated else link.collective_bandwidth
+        beta = nccl.nvls_bandwidth(link) if calibrated else link.group_bandwidth(n)
     else:
-        beta = (nccl.effective_bandwidth(link) if calibrated else link.collective_bandwidth) * share
+        beta = (nccl.effective_bandwidth(link, n) if calibrated else link.group_bandwidth(n)) * share
         if calibrated and algorithm == "tree":
             beta *= nccl.TREE_BANDWIDTH_SHARE
     alpha = nccl.hw_latency(kind, algorithm, protocol)
@@ -352,7 +352,7 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
         if protocol is not None:
             raise InvalidValue("a protocol (LL, LL128, Simple) is NCCL's: give a catalog link, not a bare (α, β).")
         if calibrated and chosen is not None:
-            beta = nccl.effective_bandwidth(chosen) * chosen.ring_links
+            beta = nccl.effective_bandwidth(chosen, n) * chosen.ring_links
         lat, transfer = latency_term(c, n, alpha, algorithm), bandwidth_term(c, S, n, beta, algorithm)
         best = (algorithm, None, alpha, beta, lat, transfer)
     else:
@@ -375,7 +375,7 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
     return Collective(collective=c, algorithm=a, size_bytes=S, gpus=n, link=chosen, alpha_s=alpha,
                       bandwidth_bytes_per_s=beta, latency_s=lat, transfer_s=transfer, time_s=t,
                       algbw_bytes_per_s=algbw(S, t), busbw_bytes_per_s=busbw(c, S, n, t),
-                      latency_bound_below_bytes=lat * S / transfer, protocol=p, calibrated=calibrated)
+                      latency_bound_below_bytes=lat * beta / volume(c, n, a), protocol=p, calibrated=calibrated)
 
 
 def all_reduce(size, gpus, link, algorithm: str = "ring", protocol: str | None = None,

@@ -35,14 +35,14 @@ from .errors import InvalidValue, RoofkitError, UnknownName
 from .units import positive, whole
 
 __all__ = ["Link", "UnknownLink", "MissingLink", "get", "catalog", "names", "for_accelerator", "check",
-           "table", "scale_up", "scale_out", "per_direction", "UNITS", "DIRECTIONS", "SCOPES", "ROLES"]
+           "table", "scale_up", "scale_out", "per_direction", "mesh_share", "UNITS", "DIRECTIONS", "SCOPES", "ROLES"]
 
 # quoted_unit -> bytes/s per unit
 UNITS = {"bytes/s": 1.0, "GB/s": 1e9, "TB/s": 1e12, "Gb/s": 1e9 / 8}
 DIRECTIONS = ("per direction", "both directions")
 SCOPES = ("per GPU", "per port", "per link", "per x16 slot", "aggregate")
 ROLES = ("scale-up", "host", "scale-out")
-KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "ethernet", "ici")
+KINDS = ("nvlink", "nvswitch", "infinity-fabric", "pcie", "infiniband", "ethernet", "ici")
 
 
 class UnknownLink(UnknownName):
@@ -59,6 +59,17 @@ class MissingLink(LookupError, RoofkitError):
 
     def __reduce__(self):
         return (type(self), (self.accelerator, self.link, self.available))
+
+
+def mesh_share(link, gpus) -> float:
+    """The share of a mesh GPU's links a collective among ``gpus`` GPUs can use: min(n - 1, links) / links.
+
+    1 for a link that is not a mesh (a switch gives every group the GPU's whole bandwidth).
+    """
+    if not link.mesh:
+        return 1.0
+    n, peers = whole(gpus, "gpus"), link.links or (link.gpus or 2) - 1
+    return max(1, min(n - 1, peers)) / peers
 
 
 def per_direction(quoted, unit: str, direction: str, scope: str, gpus=None) -> float:
@@ -97,6 +108,10 @@ class Link:
     its source states it. ``gpus`` is the size of a switched domain or a pod
     (None for a network that scales out); ``over`` names the per-GPU link of a
     domain; ``ring_links`` is how many links one chip drives at once in a ring.
+    ``mesh`` marks a fully connected domain without a switch (AMD's Infinity
+    Fabric between the 8 GPUs of an MI300X platform): each GPU has a link of its
+    own to each other GPU, so what it can send at once depends on how many of
+    them take part (:meth:`group_bandwidth`).
     """
 
     key: str
@@ -117,6 +132,7 @@ class Link:
     sharp: bool = False  # the network's switches can reduce (InfiniBand SHARP)
     nccl_bandwidth: float | None = None  # bytes/s per direction NCCL's ring reaches (measured or NCCL's figure)
     nvls_busbw: float | None = None  # bytes/s: nccl-tests' bus bandwidth of an NVLS all-reduce on the domain
+    mesh: bool = False  # fully connected, no switch: one link of its own between each pair of GPUs
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -125,6 +141,26 @@ class Link:
     def collective_bandwidth(self) -> float:
         """Bytes/s one GPU sends (and receives) at once in a ring collective: bandwidth x ring_links."""
         return self.bandwidth * self.ring_links
+
+    def group_bandwidth(self, gpus) -> float:
+        """Bytes/s one GPU sends (and receives) at once in a collective among ``gpus`` GPUs of this link.
+
+        Through a switch (NVSwitch) or on a network port it is :attr:`collective_bandwidth`,
+        however many GPUs take part. In a fully connected mesh (``mesh``) a GPU has one
+        link to each other GPU: a ring crosses one link per hop, so one ring gets one
+        link's bandwidth, and the n - 1 rings (or direct transfers) that a collective
+        among n GPUs can run at once on different links get n - 1 of them; a send to
+        one GPU (n = 2) gets one link.
+
+        >>> mesh = get("mi300x-xgmi")
+        >>> [round(mesh.group_bandwidth(n) / 1e9) for n in (2, 4, 8)]       # GB/s, one direction
+        [64, 192, 448]
+        >>> get("hgx-h100").group_bandwidth(2) == get("hgx-h100").group_bandwidth(8)
+        True
+        """
+        if not self.mesh:
+            return self.collective_bandwidth
+        return self.bandwidth * mesh_share(self, gpus)
 
     @property
     def both_directions(self) -> float:
@@ -144,14 +180,14 @@ class Link:
             "collective_bandwidth_bytes_per_s": self.collective_bandwidth, "latency_s": self.latency,
             "gpus": self.gpus, "over": self.over, "links": self.links, "ring_links": self.ring_links,
             "nvls": self.nvls, "sharp": self.sharp, "nccl_bandwidth_bytes_per_s": self.nccl_bandwidth,
-            "nvls_busbw_bytes_per_s": self.nvls_busbw,
+            "nvls_busbw_bytes_per_s": self.nvls_busbw, "mesh": self.mesh,
             "aliases": list(self.aliases), "sources": dict(self.sources), "notes": list(self.notes),
         }
 
 
 _FIELDS = {"name", "aliases", "kind", "role", "quoted", "quoted_unit", "direction", "scope", "gpus", "over",
            "links", "ring_links", "latency_us", "source", "sources", "cross_check", "notes", "nvls", "sharp",
-           "nccl_gb_s", "nvls_busbw_gb_s"}
+           "nccl_gb_s", "nvls_busbw_gb_s", "mesh"}
 
 
 def _choice(table: dict, name: str, choices, where: str) -> str:
@@ -178,7 +214,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     cite = lambda source_id: sources.get(source_id, source_id)  # noqa: E731
     cited = {"*": cite(table["source"])}
     cited |= {f: cited["*"] for f in ("quoted", "gpus", "links", "ring_links", "latency_us", "nvls", "sharp",
-                                      "nccl_gb_s", "nvls_busbw_gb_s") if f in table}
+                                      "nccl_gb_s", "nvls_busbw_gb_s", "mesh") if f in table}
     cited |= {f: cite(s) for f, s in table.get("sources", {}).items()}
     if "cross_check" in table:
         cited["cross_check"] = cite(table["cross_check"])
@@ -191,7 +227,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
         gpus=gpus, over=table.get("over"),
         links=whole(table["links"], f"{where}: links", integer_only=True) if "links" in table else None,
         ring_links=whole(table.get("ring_links", 1), f"{where}: ring_links", integer_only=True),
-        nvls=_flag(table, "nvls", where), sharp=_flag(table, "sharp", where),
+        nvls=_flag(table, "nvls", where), sharp=_flag(table, "sharp", where), mesh=_flag(table, "mesh", where),
         nccl_bandwidth=(float(positive(table["nccl_gb_s"], f"{where}: nccl_gb_s")) * 1e9
                         if "nccl_gb_s" in table else None),
         nvls_busbw=(float(positive(table["nvls_busbw_gb_s"], f"{where}: nvls_busbw_gb_s")) * 1e9

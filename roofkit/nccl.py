@@ -74,7 +74,9 @@ _HW = {
             ("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0,
             ("nvls", "Simple"): 18.0, ("collnet", "Simple"): 31.0},
 }
-_KINDS = {"nvlink": "nvlink", "nvswitch": "nvlink", "pcie": "pci", "infiniband": "net", "ethernet": "net"}
+# AMD's Infinity Fabric between GPUs is a direct GPU-to-GPU link: NCCL's NVLink class (RCCL is NCCL's fork for AMD)
+_KINDS = {"nvlink": "nvlink", "nvswitch": "nvlink", "infinity-fabric": "nvlink", "pcie": "pci", "infiniband": "net",
+          "ethernet": "net"}
 
 
 def _check(algorithm: str, protocol: str) -> None:
@@ -132,8 +134,12 @@ def in_network_reduction(link) -> bool:
     return bool(getattr(link, "sharp", False))
 
 
-def effective_bandwidth(link) -> float:
+def effective_bandwidth(link, gpus=None) -> float:
     """Bytes/s per direction that NCCL's ring reaches on ``link``: the achievable roof of the link.
+
+    On a fully connected mesh (``link.mesh``) a collective among ``gpus`` GPUs uses
+    only min(gpus - 1, links) of each GPU's links (:func:`roofkit.links.mesh_share`);
+    without ``gpus`` the figure is the whole domain's.
 
     The catalog's ``nccl_gb_s`` where a measurement or NCCL's own per-link figure
     is sourced (8 x H100 over NVSwitch: nccl-tests' ring all-reduce bus bandwidth,
@@ -143,8 +149,9 @@ def effective_bandwidth(link) -> float:
     """
     from . import links
 
+    share = links.mesh_share(link, gpus) if gpus is not None and getattr(link, "mesh", False) else 1.0
     if getattr(link, "nccl_bandwidth", None):
-        return link.nccl_bandwidth
+        return link.nccl_bandwidth * share
     if link.over is not None:
         under = links.get(link.over)
         if getattr(under, "nccl_bandwidth", None):

@@ -19,7 +19,7 @@ on ``ax=`` when given.
     ...                      calibrated=True)
     >>> print(plots_parallel.plan_table([plan]))
     layout                         GPUs  tok/GPU  GB/GPU  fits  step (s)  compute  comm.  bubble    MFU
-    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    32.1   yes      5.25      67%    17%     16%  38.5%
+    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    24.0   yes      5.25      67%    17%     16%  38.5%
 """
 
 from __future__ import annotations
@@ -241,8 +241,10 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
 def memory_plot(plans, labels=None, ax=None, title=None):
     """One horizontal bar per plan: weights, gradients, optimizer states and activations per GPU, in GB.
 
-    A dashed line marks the accelerator's memory (the first plan's); a total
-    above it is labelled "does not fit".
+    The bars are the bound (the least the layout must hold, on the pipeline stage
+    that holds most); a black tick marks the estimate, activations as eager layers
+    keep them. A dashed line marks the accelerator's memory (the first plan's); a
+    bound above it is labelled "does not fit".
     """
     chosen = _plans(plans)
     names = _labels(chosen, labels)
@@ -255,8 +257,13 @@ def memory_plot(plans, labels=None, ax=None, title=None):
             continue
         ax.barh(list(rows), width, left=left, color=colour, edgecolor="white", height=0.6, label=label, gid=key)
         left = [a + b for a, b in zip(left, width)]
+    estimates = [p.memory_estimate_bytes / 1e9 for p in chosen]
+    marked = [(y, e) for y, e, total in zip(rows, estimates, left) if e > total * 1.001]
+    if marked:
+        ax.plot([e for _, e in marked], [y for y, _ in marked], ls="none", marker="|", ms=18, mew=2.2,
+                color="black", label="estimate: every op's inputs kept", gid="estimate")
     capacity = chosen[0].memory_capacity_bytes
-    end = max(left + ([capacity / 1e9] if capacity else []))
+    end = max(left + [e for _, e in marked] + ([capacity / 1e9] if capacity else []))
     if capacity:
         from . import hardware
 
@@ -264,13 +271,14 @@ def memory_plot(plans, labels=None, ax=None, title=None):
         acc = hardware.get(chosen[0].accelerator)
         ax.text(capacity / 1e9, len(chosen) - 0.45, f" {acc.name.removeprefix(acc.vendor + ' ')}",
                 color="#c44e52", fontsize=8, va="bottom")
-    for y, p, total in zip(rows, chosen, left):
+    for y, p, total, estimate in zip(rows, chosen, left, estimates):
         verdict = "" if p.fits is None else (" fits" if p.fits else " does not fit")
-        ax.text(total + end * 0.01, y, f"{total:.3g} GB{verdict}", va="center", fontsize=8,
+        more = f"; estimate {estimate:.3g}" if estimate > total * 1.001 else ""
+        ax.text(max(total, estimate) + end * 0.01, y, f"{total:.3g} GB{verdict}{more}", va="center", fontsize=8,
                 color="#c44e52" if p.fits is False else "black",
                 bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
     ax.set_yticks(list(rows), names, fontsize=8)
-    ax.set_xlim(0, end * 1.25)
+    ax.set_xlim(0, end * (1.4 if marked else 1.25))
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
     parts = len(ax.get_legend_handles_labels()[1])

@@ -30,8 +30,8 @@ def test_state_is_the_plan():
 
 def test_summary_is_the_starting_text():
     plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True)
-    assert summary() == ("Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: 32.1 GB "
-                         f"per GPU (fits); step {plan.step_time_s:.3g} s (compute {plan.compute_s / plan.step_time_s:.0%}"
+    assert summary() == ("Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: "
+                         f"{plan.memory_per_gpu_bytes / 1e9:.1f} GB per GPU (fits); step {plan.step_time_s:.3g} s (compute {plan.compute_s / plan.step_time_s:.0%}"
                          f", communication {plan.communication_s / plan.step_time_s:.0%}, bubble "
                          f"{plan.bubble_s / plan.step_time_s:.0%}); MFU {plan.mfu:.1%} (bound)")
     calibrated = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1,
@@ -65,7 +65,8 @@ def test_starting_call_prints_the_summary_and_carries_a_png(capsys):
 def test_sliders_recompute_the_label_and_the_plot():
     explorer = build_explorer()
     first_text, first_png, static = _text(explorer), explorer.image.value, explorer._png
-    assert "32.1 GB fits" in first_text and "DP = GPUs / (TP · PP) = 1,024 / 32" in first_text
+    held = explorer.state["memory_per_gpu_bytes"] / 1e9
+    assert f"{held:.1f} GB fits" in first_text and "DP = GPUs / (TP · PP) = 1,024 / 32" in first_text
 
     explorer.inputs["tp"].value = 2  # less tensor parallelism: more memory per GPU
     assert explorer.state["tp"] == 2 and explorer.state["fits"] is False

@@ -308,7 +308,24 @@ def test_the_worked_problem_picks_zero1_over_the_pipeline():
     assert zero1.fits and piped.fits and zero1.step_time_s < piped.step_time_s
     assert not parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8, **options).fits
     grid = dict(tp=(2, 4, 8), pp=(1, 2, 4), zero=(1, 2, 3), recompute=("none",))
-    assert parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, **grid, **options)[0].tp == 4
+    first = parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, **grid, **options)[0]
+    assert (first.tp, first.zero) == (2, 3) and first.fits  # fits at the least ...
+    assert first.memory_estimate_bytes > first.memory_capacity_bytes and "fits only if" in first.warnings[0]
+    safe = parallel.search("llama-3-70b", "h100", 256, 2 * 2**20, 8192, **grid, **options, memory="estimate")[0]
+    assert (safe.tp, safe.zero) == (4, 3) and safe.memory_estimate_bytes <= safe.memory_capacity_bytes
+
+
+def test_meta_s_405b_layouts_fit_as_the_lesson_says():
+    # the lesson: "Meta's three layouts fit what the card reports, as they must"; the eager estimate passes the
+    # card's line at 8K GPUs only
+    from roofkit.parallel import published
+
+    plans = [published.predict(r, calibrated=True) for r in _llama3_runs()]
+    assert all(p.fits for p in plans)
+    over = [p.memory_estimate_bytes > p.memory_capacity_bytes for p in plans]
+    assert over == [True, False, False]
+    text = LESSON.read_text(encoding="utf-8")
+    assert "Meta's three layouts fit what the card reports" in text and "a few GB past" not in text
 
 
 def test_the_planner_flags_an_mfu_above_60_percent():

@@ -101,6 +101,25 @@ def test_tpu_ici(key, bidi, neighbours, pod):
     assert link.links == neighbours and link.gpus == pod
 
 
+def test_mi300x_mesh_per_link_from_its_lanes():
+    # AMD CDNA 3 white paper: 7 x16 Infinity Fabric links per MI300X at 32 Gb/s a lane, 896 GB/s per GPU with
+    # both directions added; AMD's ROCm blog states the per-link rating itself: 64 GB/s
+    mesh = links.get("mi300x-xgmi")
+    per_link = 16 * 32e9 / 8
+    assert mesh.mesh and mesh.links == 7 and mesh.gpus == 8 and mesh.role == "scale-up"
+    assert mesh.bandwidth == 7 * per_link == 448e9 and mesh.both_directions == 896e9
+    assert mesh.source("cross_check") != mesh.source("quoted")
+
+
+@pytest.mark.parametrize("gpus, used_links", [(2, 1), (3, 2), (4, 3), (8, 7)])
+def test_a_mesh_gives_a_group_only_the_links_to_its_members(gpus, used_links):
+    # no switch: a GPU reaches each peer over its own link, so n GPUs use n - 1 of each GPU's 7 links;
+    # through an NVSwitch every group gets the GPU's whole bandwidth
+    mesh, switch = links.get("mi300x-xgmi"), links.get("hgx-h100")
+    assert mesh.group_bandwidth(gpus) == used_links * 64e9
+    assert switch.group_bandwidth(gpus) == switch.collective_bandwidth == 450e9
+
+
 def test_latencies_grow_from_nvlink_to_the_network():
     nvlink, pcie, ib = links.get("nvlink4").latency, links.get("pcie5").latency, links.get("ib-ndr").latency
     assert 0 < nvlink < pcie < ib < 1e-4
@@ -125,7 +144,7 @@ def test_the_accelerator_map_uses_catalog_keys():
 @pytest.mark.parametrize("hw, up, out", [
     ("h100", "hgx-h100", "ib-ndr"), ("H200", "hgx-h100", "ib-ndr"), ("a100", "hgx-a100", "ib-hdr"),
     ("b200", "hgx-b200", "ib-ndr"), ("gb200", "gb200-nvl72", "ib-ndr"), ("tpu v5p", "ici-v5p", None),
-    ("l4", None, None)])
+    ("l4", None, None), ("mi300x", "mi300x-xgmi", None)])
 def test_scale_up_and_scale_out(hw, up, out):
     assert (links.scale_up(hw).key if links.scale_up(hw) else None) == up
     assert (links.scale_out(hw).key if links.scale_out(hw) else None) == out
@@ -139,7 +158,7 @@ def test_an_accelerator_without_the_link_says_which_it_has():
     assert isinstance(error.value, LookupError) and isinstance(error.value, RoofkitError)
     assert links.check("H100 SXM5", "NDR").key == "ib-ndr"
     with pytest.raises(links.MissingLink, match="Its links: none in the catalog"):
-        links.check("mi300x", "pcie5")
+        links.check("mi325x", "pcie5")
 
 
 # --- lookup --------------------------------------------------------------------------------

@@ -34,8 +34,11 @@ def cmd_parallel(args) -> None:
              ("  optimizer", human(plan.optimizer_s, "s")),
              ("tokens/s", f"{plan.tokens_per_s:,.0f}"),
              ("MFU", f"{plan.mfu:.1%}  (HFU {plan.hfu:.1%})"),
-             ("memory per GPU", f"{human(plan.memory_per_gpu_bytes, 'B')}  ("
-                                + ", ".join(f"{k} {human(v, 'B')}" for k, v in plan.memory.items() if k != "total") + ")"),
+             ("memory per GPU", f"{human(plan.memory_per_gpu_bytes, 'B')} at the least  ("
+                                + ", ".join(f"{k} {human(v, 'B')}" for k, v in plan.memory.items() if k != "total")
+                                + (f"; pipeline stage {plan.memory_stage}" if plan.pp > 1 else "") + ")"),
+             ("  estimate", f"{human(plan.memory_estimate_bytes, 'B')} with activations as Megatron-LM's eager "
+                            f"layers keep them (activations {human(plan.memory_estimate['activations'], 'B')})"),
              ("fits", "unknown" if plan.fits is None else
               f"{'yes' if plan.fits else 'no'} ({human(plan.memory_capacity_bytes, 'B')} per GPU)")]
     if plan.critical_batch_tokens_per_gpu is not None:

@@ -105,7 +105,7 @@ def summary(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1, globa
     """The explorer's state as one line of text (or roofkit's message for a layout it cannot plan).
 
     >>> print(summary())
-    Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: 32.1 GB per GPU (fits); step 2.36 s (compute 84%, communication 0%, bubble 16%); MFU 85.7% (bound)
+    Llama 3 70B on 1,024 H100 SXM5 80GB, TP 8 · PP 4 · DP 32 · ZeRO-1, 4M-token batch: 24.0 GB per GPU (fits); step 2.36 s (compute 84%, communication 0%, bubble 16%); MFU 85.7% (bound)
     """
     return explorer_state(model, hw, gpus, tp, pp, zero, global_batch_tokens, seq, recompute, calibrated)["summary"]
 

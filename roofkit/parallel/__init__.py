@@ -23,13 +23,14 @@ One concept per module:
 from .experts import A2A_PER_LAYER, all_to_all_bytes, expert_all_to_all
 from .fabric import Fabric, span
 from .limits import dp_critical_batch, tp_critical_degree
-from .memory import activation_bytes, layer_params, memory_per_gpu
-from .pipeline import SCHEDULES, bubble_fraction, bubble_time, in_flight, microbatches_for_bubble, schedule
+from .memory import TENSORS, activation_bytes, layer_params, memory_per_gpu
+from .pipeline import (SCHEDULES, bubble_fraction, bubble_time, chunk_layers, in_flight, layers_in_flight,
+                       microbatches_for_bubble, schedule)
 from .plan import Plan, plan
 from .search import search
 from .sharding import POLICIES, ZERO_STAGES, policy_of, state_bytes, sync_volume, zero_collectives
 
 __all__ = ["ZERO_STAGES", "POLICIES", "SCHEDULES", "bubble_fraction", "bubble_time", "microbatches_for_bubble",
-           "in_flight", "schedule", "dp_critical_batch", "tp_critical_degree", "zero_collectives", "sync_volume",
-           "state_bytes", "policy_of", "activation_bytes", "memory_per_gpu", "layer_params", "expert_all_to_all",
+           "in_flight", "chunk_layers", "layers_in_flight", "schedule", "dp_critical_batch", "tp_critical_degree", "zero_collectives", "sync_volume",
+           "state_bytes", "policy_of", "TENSORS", "activation_bytes", "memory_per_gpu", "layer_params", "expert_all_to_all",
            "all_to_all_bytes", "A2A_PER_LAYER", "Fabric", "span", "Plan", "plan", "search"]

@@ -47,6 +47,14 @@ Two modes:
   The two shares are fitted on published runs
   (:mod:`roofkit.parallel.calibration`).
 
+Memory per GPU is a bound as well: the states of the ZeRO stage and policy, and
+the activations the backward pass must read (:mod:`roofkit.parallel.memory`),
+on the pipeline stage that holds most at once in its schedule
+(:func:`~roofkit.parallel.pipeline.layers_in_flight`, the layers split as Llama 3
+split them); ``fits`` holds it against what the card reports, so a layout that
+"does not fit" fits no implementation. ``memory_estimate`` is an estimate beside
+it: the activations as Megatron-LM's eager layers keep them (every op's inputs).
+
 MFU counts the model's FLOPs (:func:`roofkit.training.flops_per_token`, 6N with
 the active parameters of a mixture of experts, plus attention's) against the
 datasheet peak; HFU every FLOP the kernels execute, recomputation included.
@@ -61,7 +69,7 @@ from ..errors import InvalidValue
 from ..units import positive, whole
 from .fabric import Fabric, links_of, span
 from .memory import layer_params, memory_per_gpu
-from .pipeline import schedule
+from .pipeline import layers_in_flight, schedule
 from .sharding import ZERO_STAGES, policy_of, zero_collectives
 
 __all__ = ["Plan", "plan"]
@@ -112,6 +120,8 @@ class Plan:
     schedule: str = "1f1b"
     constants: dict = field(default_factory=dict)
     roofs: dict = field(default_factory=dict)
+    memory_estimate: dict = field(default_factory=dict)  # activations as an eager implementation keeps them
+    memory_stage: int = 0  # the pipeline rank that holds most
 
     @property
     def communication_s(self) -> float:
@@ -141,7 +151,13 @@ class Plan:
         return self.memory["total"]
 
     @property
+    def memory_estimate_bytes(self) -> float:
+        """An estimate beside the bound: the same states, activations as Megatron-LM's eager layers keep them."""
+        return self.memory_estimate.get("total", self.memory_per_gpu_bytes)
+
+    @property
     def fits(self) -> bool | None:
+        """The bound against what the card reports: False means no implementation of this layout fits."""
         return None if self.memory_capacity_bytes is None else self.memory_per_gpu_bytes <= self.memory_capacity_bytes
 
     @property
@@ -176,6 +192,7 @@ class Plan:
         return asdict(self) | {"mode": self.mode, "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
                                "mfu": self.mfu, "hfu": self.hfu, "fits": self.fits,
                                "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+                               "memory_estimate_bytes": self.memory_estimate_bytes,
                                "communication_s": self.communication_s, "tokens_per_gpu": self.tokens_per_gpu,
                                "layout": self.layout, "breakdown": self.breakdown}
 
@@ -256,8 +273,9 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     if U > 1:
         raise InvalidValue(f"efficiency is a share of the peak, in (0, 1]; got {efficiency!r}.")
     v = whole(virtual_stages, "virtual_stages")
-    if p * v > M.layers:
-        raise InvalidValue(f"pp x virtual_stages = {p * v} chunks for {M.layers} layers: at most one layer a chunk.")
+    if p * v > M.layers + 2:
+        raise InvalidValue(f"pp x virtual_stages = {p * v} chunks for {M.layers} layers, the embedding and the output "
+                           f"layer: at most one of them a chunk (pp x virtual_stages <= {M.layers + 2}).")
     if v > 1 and p == 1:
         raise InvalidValue("virtual_stages > 1 interleaves the chunks of a pipeline: it needs pp > 1.")
     k = calibration.constants() if calibrated and constants is None else (constants or calibration.Constants.bound())
@@ -376,14 +394,17 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     model_flops = per_token * B
     hardware_flops = _kernel_flops(M, b_mb, S, t, c, e, sequence_parallel, attention, mode, precision,
                                    dense_layers, moe_layers) * m * G / p
-    memory = memory_per_gpu(M, mb_tokens / c, tp=t, pp=p, shards=shards, zero=zero, microbatches=m,
-                            recompute=mode, sequence_parallel=sequence_parallel, virtual_stages=v, seq=S,
-                            attention=attention, ep=e, policy=policy)
+    held = dict(tp=t, pp=p, shards=shards, zero=zero, microbatches=m, recompute=mode,
+                sequence_parallel=sequence_parallel, virtual_stages=v, seq=S, attention=attention, ep=e, policy=policy)
+    memory = memory_per_gpu(M, mb_tokens / c, **held)
+    memory_estimate = memory_per_gpu(M, mb_tokens / c, **held, tensors="megatron")
+    stage, _ = layers_in_flight(M.layers, p, m, v)
     result = Plan(model=M.key, accelerator=acc.key, precision=precision, gpus=G, tp=t, cp=c, pp=p, dp=d, zero=zero,
                   microbatches=m, virtual_stages=v, microbatch_tokens=mb_tokens, global_batch_tokens=B, seq=S,
                   recompute=mode, overlap=bool(overlap), efficiency=float(U), achievable=bool(achievable),
                   intra=intra_link.key, inter=inter_link.key if inter_link else None, node_gpus=node,
                   model_flops=model_flops, compute_s=compute, bubble_s=bubble, communication=comm, memory=memory,
+                  memory_estimate=memory_estimate, memory_stage=stage,
                   memory_capacity_bytes=acc.capacity_bytes, ep=e, policy=policy,
                   sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
                   p2p_overlap=bool(p2p_overlap),
@@ -413,8 +434,13 @@ def _warn(result: Plan, acc, t, node, compute, t_mb, dense_layers, moe_layers, p
     if t > node:
         result.warnings.append(f"tp = {t} spans {math.ceil(t / node)} nodes: its all-reduces cross the network.")
     if result.fits is False:
-        result.warnings.append(f"does not fit: {result.memory_per_gpu_bytes / 1e9:.1f} GB per GPU, "
+        result.warnings.append(f"does not fit: at least {result.memory_per_gpu_bytes / 1e9:.1f} GB per GPU, "
                                f"{acc.capacity_bytes / 1e9:.1f} GB available (as the card reports it).")
+    elif result.fits and result.memory_estimate_bytes > acc.capacity_bytes:
+        result.warnings.append(f"fits only if the implementation keeps less than every op's inputs: "
+                               f"{result.memory_estimate_bytes / 1e9:.1f} GB per GPU as Megatron-LM's eager layers "
+                               f"keep them, {result.memory_per_gpu_bytes / 1e9:.1f} GB at the least, "
+                               f"{acc.capacity_bytes / 1e9:.1f} GB available.")
     if "dp" in result.communication:  # tokens per GPU at which the data-parallel traffic equals the backward pass
         traffic = result.communication["dp"]["time_s"] + result.communication.get("zero", {}).get("time_s", 0.0)
         backward = result.microbatches * (dense_layers * t_mb.backward_s + moe_layers * t_mb.moe_backward_s

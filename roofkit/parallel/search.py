@@ -6,7 +6,7 @@ __all__ = ["search"]
 
 
 def search(model, hw, gpus, global_batch_tokens, seq, tp=(1, 2, 4, 8), pp=(1, 2, 4, 8, 16), zero=(0, 1, 2, 3),
-           recompute=("none", "full"), fits_only=True, **options) -> list:
+           recompute=("none", "full"), fits_only=True, memory="bound", **options) -> list:
     """Every layout of the grid that :func:`roofkit.parallel.plan` accepts (and, with ``fits_only``, that fits),
     fastest first.
 
@@ -14,10 +14,16 @@ def search(model, hw, gpus, global_batch_tokens, seq, tp=(1, 2, 4, 8), pp=(1, 2,
     (DP takes the remaining GPUs); ``options`` go to :func:`~roofkit.parallel.plan`
     as they are (``cp``, ``inter``, ``calibrated``, ...). Layouts roofkit cannot
     plan (TP x PP not dividing the GPUs, a batch too small for DP) are skipped.
-    Ties in step time go to the layout with less memory per GPU.
+    Ties in step time go to the layout with less memory per GPU. ``memory``:
+    what "fits" means, 'bound' (the least a layout must hold: no layout left out
+    could fit) or 'estimate' (activations as eager layers keep them: what fits
+    without memory work).
     """
-    from ..errors import RoofkitError
+    from ..errors import InvalidValue, RoofkitError
     from .plan import plan
+
+    if memory not in ("bound", "estimate"):
+        raise InvalidValue(f"memory must be 'bound' or 'estimate'; got {memory!r}.")
 
     found = []
     for t in tp:
@@ -30,5 +36,6 @@ def search(model, hw, gpus, global_batch_tokens, seq, tp=(1, 2, 4, 8), pp=(1, 2,
                     except RoofkitError:
                         continue
     if fits_only:
-        found = [x for x in found if x.fits is not False]
+        found = [x for x in found if x.fits is not False and (memory == "bound" or x.memory_capacity_bytes is None
+                                                              or x.memory_estimate_bytes <= x.memory_capacity_bytes)]
     return sorted(found, key=lambda x: (x.step_time_s, x.memory_per_gpu_bytes))
