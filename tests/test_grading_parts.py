@@ -10,7 +10,7 @@ import pytest
 
 from roofkit import quiz
 from roofkit.errors import InvalidValue
-from roofkit.grading import cases, cells, execute, sandbox, score, variants
+from roofkit.grading import cases, cells, execute, jail, sandbox, score, variants
 
 from helpers import run
 
@@ -135,13 +135,11 @@ def test_answers_that_are_not_text_or_numbers():
 
 
 def _run_cases(items, tmp_path, case_s=1.0):
-    folder = execute.make_folder(nbformat.v4.new_notebook(), None)
+    box = execute.Box(execute.Limits(), jail.choose("auto"))
     try:
-        settings = {**execute.sandbox_settings(execute.Limits(), folder), "write": [folder]}
-        return cases.run(items, workdir=str(Path(folder) / "work"), env=execute.sandbox_env(folder),
-                         settings=settings, case_s=case_s)
+        return cases.run(items, box=box, case_s=case_s)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        box.close()
 
 
 def test_functions_run_in_a_separate_process_and_cannot_touch_the_grader(tmp_path):
