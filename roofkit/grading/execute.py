@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 
@@ -92,7 +92,11 @@ class Run:
         return out
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        """Everything but the records themselves (their number only): what a result file keeps."""
+        from dataclasses import fields
+
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+        data = json.loads(json.dumps(data, default=str))
         data["records"] = len(self.records)
         return data
 
@@ -505,14 +509,16 @@ class _Executor:
                         or self.records_bytes + size > MAX_RECORDS_BYTES):
                     self.run.dropped_records += 1
                 else:
+                    from .files import clean
+
                     self.records_bytes += size
-                    self.run.records.append((index, record))
+                    self.run.records.append((index, clean(record)))  # nesting cut short: nothing reads deeper
         elif kind == "error" and len(self.run.errors) < MAX_ERRORS:
             text = f"{str(content.get('ename', 'Error'))[:100]}: {str(content.get('evalue', ''))[:200]}"
             self.run.errors.append((index, text[:300]))
 
     def cell(self, index: int, code: str, deadline: float) -> str:
-        """Run one cell; 'done', 'timeout', 'dead', 'flood' or 'disk'."""
+        """Run one cell; 'done', 'timeout', 'dead', 'flood', 'disk' or 'processes'."""
         outcome = self._cell(index, code, deadline)
         self.watch(index)
         if outcome != "dead":  # a dropped connection while the kernel lives: a message over the size cap
@@ -556,6 +562,8 @@ class _Executor:
                 self.disk_checked = now
                 if self.kernel.disk_used() > self.limits.disk_bytes:
                     return "disk"
+                if self.kernel.box.jail.process_limit_hit():
+                    return "processes"
             if replied is None:
                 try:
                     reply = client.shell_channel.get_msg(timeout=0)
@@ -715,6 +723,11 @@ def main(notebook, *, limits: Limits = Limits(), context=None, cancel=None, prea
             if outcome == "disk":
                 run.stopped = (f"cell {index + 1} wrote more than {limits.disk_bytes / 2**20:,.0f} MB of files; "
                                "the notebook was stopped there")
+                run.stopped_at = index
+                break
+            if outcome == "processes":
+                run.stopped = (f"cell {index + 1} started more than {limits.processes} processes and threads at "
+                               "once; the notebook was stopped there")
                 run.stopped_at = index
                 break
             if outcome == "flood":

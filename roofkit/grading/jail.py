@@ -320,6 +320,18 @@ class _Cgroup:
             pass
         return 0
 
+    def forks_refused(self) -> int:
+        """How many times a process of this cgroup could not start another: the process limit was reached."""
+        path = os.path.join(self.paths["" if self.version == "v2" else "pids"], "pids.events")
+        try:
+            for line in _read_text(path).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
     def kill(self) -> None:
         _kill_cgroup(list(self.paths.values()), self.version)
 
@@ -519,6 +531,10 @@ class Jail:
     def oom_killed(self) -> bool:
         return bool(self.cgroup and self.cgroup.oom_kills())
 
+    def process_limit_hit(self) -> bool:
+        """The kernel's processes reached their limit (a fork bomb): known where a cgroup counts them."""
+        return bool(self.cgroup and self.cgroup.forks_refused())
+
     def close(self) -> None:
         """Kill everything the process started, wait for it (bounded), and release its user id and cgroup."""
         if self.process is not None:
@@ -574,15 +590,17 @@ def kill_marked(folder: str) -> None:
             continue
 
 
-def kill_user(uid: int) -> None:
-    """Kill every process running as ``uid`` (a kernel's own user id: nothing else runs as it)."""
+def kill_user(uid: int, last: int | None = None) -> None:
+    """Kill every process running as a user id from ``uid`` to ``last`` (kernels' own ids: nothing else runs as
+    them), until none is left."""
+    last = uid if last is None else last
     for _ in range(20):
         found = False
         for pid in _pids():
             try:
                 with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as file:
                     uids = next((line.split()[1:] for line in file if line.startswith("Uid:")), [])
-                if str(uid) in uids:
+                if any(u.isdigit() and uid <= int(u) <= last for u in uids):
                     found = True
                     os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -658,8 +676,8 @@ def reap() -> list[str]:
                 shutil.rmtree(folder, ignore_errors=True)
                 cleaned.append(f"removed {folder}")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
-            for slot in range(_SLOTS):
-                kill_user(_SLOT_BASE + (pid % 2**20) * _SLOTS + slot)
+            first = _SLOT_BASE + (pid % 2**20) * _SLOTS
+            kill_user(first, first + _SLOTS - 1)
         try:
             os.unlink(os.path.join(temp, f"{PREFIX}-{pid}.lock"))
         except OSError:
