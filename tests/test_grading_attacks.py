@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 from roofkit import cli, quiz
-from roofkit.grading import assign, bank, cells, execute, export, files, grade, jail, probe, report, results, score
+from roofkit.grading import assign, bank, cells, execute, files, grade, jail, probe, report, results, score
 from roofkit.grading import shard
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -192,16 +192,15 @@ class Context:
     def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits(),
                  bank: str | Path | None = None, feedback: str | None = None, plan=None):
         from .. import quiz
-        from . import jail
         from . import release as _release  # noqa: F401 - imported once here, not half-way in a worker thread
         from .score import LEVELS, default_level
 
         self.release, self.secret, self.limits = release, secret, limits
         if feedback is not None and feedback not in LEVELS:
             raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")
-        if plan is None:  # a learner grading their own notebook runs only their own code: no refusal then
-            plan = jail.choose(limits.sandbox) if release or limits.sandbox != "auto" else _own_plan()
-        self.plan = plan
+        # how kernels are fenced: grade.main chooses (and refuses where there is no sandbox); anyone else building
+        # a context (a script reading a release) gets the best this machine offers, without a refusal
+        self.plan = plan if plan is not None else _own_plan(limits.sandbox)
         self.signing_key = results.key(secret)
         self.roster = release.students if release else None
         private = None
@@ -270,12 +269,13 @@ class Context:
             return self._others[question_id]
 
 
-def _own_plan():
-    """A learner's own notebook: bubblewrap where it works, else no sandbox (said in the report)."""
+def _own_plan(mode: str = "auto"):
+    """Bubblewrap where it works, else no sandbox (said in every report): for a learner's own notebook, whose code
+    is their own, and for contexts built outside a grading run."""
     from . import jail
 
     try:
-        return jail.choose("auto")
+        return jail.choose(mode)
     except jail.SandboxUnavailable:
         return jail.choose("none")
 
@@ -580,7 +580,10 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
             raise InvalidValue(f"unknown --export {unknown[0]!r}; expected one of: {', '.join(exports.FORMATS)}.")
     loaded = read_release(release) if release else None
     secret = variants.read_secret(secret_file) if loaded and loaded.manifest.get("secret_fingerprint") else None
-    context = Context(loaded, secret, limits, bank, feedback)
+    # a class's notebooks run in a sandbox, or with the instructor's explicit --sandbox none; a learner's own
+    # notebook (no release) runs only their own code, so it is never refused
+    plan = jail.choose(limits.sandbox) if loaded or limits.sandbox != "auto" else _own_plan()
+    context = Context(loaded, secret, limits, bank, feedback, plan)
     skipped_files: list[str] = []
     found = collect(submissions, context.roster, loaded.name if loaded else None, skipped_files)
     roster = context.roster
