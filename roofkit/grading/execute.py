@@ -52,7 +52,8 @@ class Limits:
     file_bytes: int = 64 * 2**20  # largest file the kernel may write (RLIMIT_FSIZE)
     disk_bytes: int = 2**30  # all files it writes together (its tmpfs in a sandbox; else checked every second)
     case_s: float = 2.0  # one call of a student's function on one case
-    user: str | None = "auto"  # without a sandbox, as root: "auto" runs kernels as a user of their own; None as root
+    user: str | None = "auto"  # without a sandbox, as root: "auto" runs each kernel as a user id of its own where
+    # other users may run this Python; None keeps root (without capabilities). In bubblewrap always a user of its own
     landlock: bool = True
     processes: int = 256  # processes and threads a kernel may have at once (a fork bomb stops there)
     sandbox: str = "auto"  # "auto"/"bubblewrap": bubblewrap, refused where it is missing; "none": no sandbox

@@ -124,8 +124,8 @@ def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_n
                         raise InvalidValue(f"{str(entry)!r} holds {len(inside)} notebooks; keep one per student.")
                     if inside:
                         add(entry.name, inside[0], entry)
-                elif entry_kind == "other" and entry.name.endswith(".ipynb"):
-                    add_file(entry)
+                elif entry_kind == "other" and entry.is_symlink() and entry.is_dir():
+                    add(entry.name, entry, entry)  # a per-student folder that is a link: refused, with a note
         else:
             add_file(path)
     if not found and not skipped:

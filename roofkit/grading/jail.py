@@ -401,7 +401,8 @@ class Jail:
         self.cgroup = None
         self.process = None
         self.sandbox_pid = None
-        if plan.root and (plan.kind == "bubblewrap" or _others_run_python()):
+        wants_user = plan.kind == "bubblewrap" or getattr(limits, "user", "auto") is not None
+        if plan.root and wants_user and (plan.kind == "bubblewrap" or _others_run_python()):
             with _slots_lock:
                 free = next((s for s in range(_SLOTS) if s not in _slots), None)
                 if free is None:

@@ -1,6 +1,9 @@
-"""The fence around a student's code: limits, privileges and the files it may touch.
+"""The fence a sandboxed process puts on itself: limits, privileges and the files it may touch.
 
-A kernel (or the runner of code-question cases) is started as
+The sandbox around it (bubblewrap's namespaces, its tmpfs, cgroups) is set up
+from outside by :mod:`roofkit.grading.jail`; this is the layer inside, which
+also holds on its own where there is no sandbox (``--sandbox none``). A
+kernel (or the runner of code-question cases) is started as
 
     python -I -c "...; from roofkit.grading.sandbox import main; main()" PACKAGE KERNEL-ARGS...
 
@@ -11,13 +14,15 @@ before any student code runs). Before handing over to ``ipykernel_launcher``
 (or ``roofkit.grading.cases``) this process, in order:
 
 1. sets resource limits: CPU seconds, address space, size of any file written,
-   no core dumps (a segfault stays a short message, not a 1 GB file);
-2. when started as root: switches to an unprivileged user (``nobody``) if one
-   was named, or else drops every capability, so that the code is not root in
-   any useful sense;
+   processes of its user (where the jail gave it a user of its own, or a user
+   namespace), no core dumps (a segfault stays a short message, not a 1 GB file);
+2. when started as root: switches to the user id the jail chose for it (one
+   per kernel), or else drops every capability, so that the code is not root
+   in any useful sense;
 3. on Linux 5.13 and later, restricts itself with Landlock: it may read the
-   Python installation and the copy of roofkit, read and write its own
-   private folder, and nothing else (not the real roofkit package and its
+   Python installation, the copy of roofkit and the few files of ``/etc``
+   Python needs, read and write its own private folder, and nothing else
+   (not the real roofkit package and its
    question bank, not a private bank, not the course secret, not other
    students' notebooks, not the grader's results); from Landlock ABI 4 it may
    bind only the kernel's own TCP ports and connect to none; from ABI 6 it may
