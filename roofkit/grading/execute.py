@@ -153,7 +153,10 @@ def sandbox_settings(limits: Limits, folder: str, jail=None, host_package: str |
     return {"write": [folder], "read": [package if p == host_package else p for p in read], "host_read": read,
             "landlock": limits.landlock, "uid": uid, "gid": jail.gid if jail is not None else None,
             "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
-            "processes": (limits.processes + (_tasks_of(os.getuid()) if uid is None else 0)) if own_count else None,
+            # where a cgroup counts the processes, the per-user limit is looser, so that the cgroup's (which the
+            # grader sees, and stops the notebook at) is the one a fork bomb meets
+            "processes": (limits.processes * (2 if jail is not None and jail.cgroup is not None else 1)
+                          + (_tasks_of(os.getuid()) if uid is None else 0)) if own_count else None,
             "cpu_s": int(2 * limits.notebook_s + 30), "output_chars": limits.output_bytes,
             "package": package, "host_package": host_package, "graded": True,
             "hidden": [probe.digest(p) for p in watched],
