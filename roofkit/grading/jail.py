@@ -279,12 +279,19 @@ class _Cgroup:
             _Cgroup._count += 1
             name = f"{PREFIX}-{os.getpid()}-{_Cgroup._count}"
         self.version, self.paths = version, {}
-        for controller, base in bases.items():
-            path = os.path.join(base, name)
-            os.mkdir(path)
-            self.paths[controller] = path
+        try:
+            for controller, base in bases.items():
+                path = os.path.join(base, name)
+                os.mkdir(path)
+                self.paths[controller] = path
+            self._limit(memory_bytes, processes, cpus)
+        except OSError:
+            self.remove()
+            raise
+
+    def _limit(self, memory_bytes: int, processes: int, cpus: float) -> None:
         period = 100_000
-        if version == "v2":
+        if self.version == "v2":
             self._write("", "memory.max", memory_bytes)
             self._write("", "memory.swap.max", 0, optional=True)
             self._write("", "pids.max", processes)
@@ -412,11 +419,15 @@ class Jail:
             self.uid = self.gid = _slot_uid(free)
         self.bubble = plan.kind == "bubblewrap"
         self.folder = INNER_FOLDER if self.bubble else host
-        if self.bubble and plan.cgroup:
-            memory = limits.memory_bytes + (limits.disk_bytes if plan.tmpfs_size else 0)
-            self.cgroup = _Cgroup(memory, limits.processes, 1.0)
-        if self.bubble:
-            _made_up_etc(host, self.uid if self.uid is not None else INNER_UID)
+        try:
+            if self.bubble and plan.cgroup:
+                memory = limits.memory_bytes + (limits.disk_bytes if plan.tmpfs_size else 0)
+                self.cgroup = _Cgroup(memory, limits.processes, 1.0)
+            if self.bubble:
+                _made_up_etc(host, self.uid if self.uid is not None else INNER_UID)
+        except BaseException:
+            self.close()
+            raise
 
     # what the process inside sees
 
