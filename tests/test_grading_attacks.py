@@ -330,6 +330,18 @@ def test_6_a_killed_kernel_is_an_error_retried_and_exported_blank(attacked):
     assert again["graded"] == 1  # an error is never taken as done
 
 
+def test_6_a_kernel_the_oom_killer_stopped_is_said_so_and_retried():
+    kernel = execute._Kernel.__new__(execute._Kernel)
+    kernel.limits = LIMITS
+    kernel.process = type("P", (), {"poll": lambda self: 128 + signal.SIGKILL})()
+    kernel.box = type("B", (), {"jail": type("J", (), {"bubble": True, "oom_killed": lambda self: True})()})()
+    assert kernel.killed() and kernel.exit_reason() == "was killed for using more than its 2 GB of memory"
+    kernel.box.jail.oom_killed = lambda: False
+    assert kernel.killed() and kernel.exit_reason() == "crashed (SIGKILL)"
+    kernel.process = type("P", (), {"poll": lambda self: 128 + signal.SIGSEGV})()
+    assert not kernel.killed() and kernel.exit_reason() == "crashed (SIGSEGV)"  # its own doing: graded
+
+
 def test_6_a_kernel_that_does_not_start_is_an_error(tmp_path, monkeypatch):
     broken = jail.Plan("bubblewrap", bwrap="/bin/false", bwrap_version="broken", landlock_abi=0, root=PLAN.root)
     run = execute.main(nbformat.v4.new_notebook(), limits=LIMITS, plan=broken)
