@@ -67,7 +67,7 @@ __all__ = ["Plan", "choose", "Jail", "reap", "SandboxUnavailable", "PREFIX", "MO
 
 MODES = ("auto", "bubblewrap", "none")
 BWRAP_ENV = "ROOFKIT_BWRAP"  # the bwrap to use (default: the one on PATH); the tests point it at nothing
-PREFIX = "roofkit-grade"  # temporary folders: PREFIX-<grader pid>-..., cgroups: PREFIX-<grader pid>-<n>
+PREFIX = "roofkit-grade"  # temporary folders: PREFIX-<grader pid>-..., cgroups: PREFIX-<grader pid>-<random>-<n>
 INNER_FOLDER = "/tmp/sandbox"  # a kernel's folder, inside bubblewrap
 INNER_PACKAGE = "/roofkit-graded"  # the copy of roofkit without its bank, inside bubblewrap
 INNER_UID = 1000  # the sandbox user's id inside a user namespace (a grader that is not root)
@@ -277,7 +277,9 @@ class _Cgroup:
         version, bases = _cgroup_bases()
         with _Cgroup._lock:
             _Cgroup._count += 1
-            name = f"{PREFIX}-{os.getpid()}-{_Cgroup._count}"
+            # a random part: pids are reused (often: pid_max may be 32768), and a killed grader's cgroups remain
+            # until the next grader reaps them
+            name = f"{PREFIX}-{os.getpid()}-{os.urandom(4).hex()}-{_Cgroup._count}"
         self.version, self.paths = version, {}
         try:
             for controller, base in bases.items():
@@ -660,6 +662,7 @@ def reap() -> list[str]:
     A grader holds ``PREFIX-<pid>.lock`` locked while it runs; a lock nobody holds belongs to a dead one.
     Returns what was cleaned, in words.
     """
+    hold_lock()  # this grader's own lock first: it is alive, whatever a reaper running beside it concludes
     cleaned = []
     temp = tempfile.gettempdir()
     dead = set()
