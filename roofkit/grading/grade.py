@@ -220,7 +220,7 @@ class Context:
         self.levels = {q["id"]: feedback or recorded or default_level(bool(q.get("private"))) for q in self.questions}
         setup = {"release": release.manifest if release else None, "limits": asdict(limits),
                  "secret": variants.fingerprint(secret) if secret else None, "grader": GRADER_VERSION,
-                 "bank": private.manifest()["source_sha256"] if private else None, "sandbox": plan.kind,
+                 "bank": private.manifest()["source_sha256"] if private else None, "sandbox": self.plan.kind,
                  "feedback": self.levels}
         self.fingerprint = hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
