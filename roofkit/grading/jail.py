@@ -142,7 +142,7 @@ def _bubblewrap(path: str) -> tuple[str | None, str | None, bool]:
 
 def _namespaces(root: bool) -> list[str]:
     args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try"]
+            "--hostname", "sandbox", "--unshare-cgroup-try"]
     if not root:
         args += ["--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID)]
     return args
