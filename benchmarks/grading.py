@@ -1,6 +1,6 @@
 """Grading speed: one submission against `jupyter execute`, and a class of 100 (targets: <= 1.3x; < 5 min on 2 cores).
 
-    python benchmarks/grading.py [--students 100] [--workers 2] [--repeat 3]
+    python benchmarks/grading.py [--students 100] [--workers 2] [--repeat 3] [--sandbox bubblewrap|none]
 
 A release of lesson 00 is made for a roster of N students; each submission is
 that student's notebook answered (every fifth one with a wrong answer and a
@@ -9,6 +9,8 @@ code answer that fails a hidden case, so both paths are timed). Then:
 1. one submission, executed by `jupyter execute` and graded by `roofkit grade`
    (both as commands, so both pay their start-up; best of --repeat);
 2. the whole class graded by `roofkit grade --workers W`, from nothing.
+
+``--sandbox none`` grades without bubblewrap, to see what the sandbox costs.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sandbox", choices=("bubblewrap", "none"), default="bubblewrap")
     args = parser.parse_args()
+    sandbox = ["--sandbox", args.sandbox]
     with tempfile.TemporaryDirectory(prefix="roofkit-bench-") as tmp:
         folder = Path(tmp)
         release, secret, subs = make_class(folder, args.students)
@@ -79,13 +83,16 @@ def main() -> None:
         for attempt in range(args.repeat):
             out = folder / f"one-{attempt}"
             grade_s.append(timed([str(BIN / "roofkit"), "grade", str(one), "--assignment", str(release),
-                                  "--secret-file", str(secret), "--out", str(out), "--workers", "1"], folder))
+                                  "--secret-file", str(secret), "--out", str(out), "--workers", "1", *sandbox],
+                                 folder))
         ratio = min(grade_s) / execute_s
+        print(f"sandbox: {args.sandbox}")
         print(f"one submission: jupyter execute {execute_s:.2f} s, roofkit grade {min(grade_s):.2f} s "
               f"-> {ratio:.2f}x  (target <= 1.3x)")
         start = time.perf_counter()
         subprocess.run([str(BIN / "roofkit"), "grade", str(subs), "--assignment", str(release), "--secret-file",
-                        str(secret), "--out", str(folder / "class"), "--workers", str(args.workers)], cwd=folder,
+                        str(secret), "--out", str(folder / "class"), "--workers", str(args.workers), *sandbox],
+                       cwd=folder,
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         class_s = time.perf_counter() - start
         book = (folder / "class" / "gradebook.csv").read_text(encoding="utf-8").splitlines()
@@ -93,6 +100,13 @@ def main() -> None:
         print(f"class of {args.students}: {class_s:.1f} s with {args.workers} workers "
               f"({class_s / args.students:.2f} s per submission; target < 300 s); "
               f"{len(book) - 1} rows, {full} with full marks (expected {args.students - (args.students + 4) // 5})")
+        import csv
+        import json
+
+        for row in csv.DictReader(book):  # a submission answered right that lost points: why
+            if int(row["student"][1:]) % 5 and (row["status"], row["score"]) != ("graded", "5"):
+                result = json.loads((folder / "class" / "results" / f"{row['student']}.json").read_text())
+                print(f"  {row['student']}: {row['status']} {row['score']}: {'; '.join(result['notes'])[:200]}")
         shutil.rmtree(folder / "class", ignore_errors=True)
 
 

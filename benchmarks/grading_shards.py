@@ -47,7 +47,8 @@ def grade_command(subs: Path, release: Path, secret: Path, out: Path, *extra: st
 
 def without_timing(results: Path) -> dict:
     rows = json.loads(results.read_text(encoding="utf-8"))["students"]
-    return {r["student"]: {k: v for k, v in r.items() if k not in ("seconds", "graded_at", "execution")} for r in rows}
+    skip = ("seconds", "graded_at", "execution", "signature")  # the signature covers the timing too
+    return {r["student"]: {k: v for k, v in r.items() if k not in skip} for r in rows}
 
 
 def main() -> None:
@@ -93,7 +94,8 @@ def main() -> None:
         began = time.perf_counter()
         merge = subprocess.run([str(BIN / "roofkit"), "grade", "--merge",
                                 *(str(folder / f"shard-{k}") for k in range(1, args.shards + 1)),
-                                "--out", str(folder / "merged"), "--json"], capture_output=True, text=True)
+                                "--out", str(folder / "merged"), "--secret-file", str(secret), "--json"],
+                               capture_output=True, text=True)
         merge_s = time.perf_counter() - began
         if merge.returncode != 0:
             raise SystemExit(f"merge failed: {merge.stderr[-2000:]}")

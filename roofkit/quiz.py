@@ -29,6 +29,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction as _Fraction
 from typing import Any
 
 from .errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
@@ -527,25 +528,229 @@ def _rounding(question: Question, reading) -> str:
     return f"Rounded too much: {figures} {'is' if reading.digits == 1 else 'are'} not enough here; give {question.figures}."
 
 
+# Formulas are compared by evaluating both at a few random positive points, in bounded time and memory whatever
+# the answer: exactly (fractions) while the numbers stay small, else with mpmath at a fixed precision; no symbolic
+# simplification, whose cost has no bound (an exact power (n+1)**(64**6) never finishes).
+_FORMULA_POINTS = 5  # points where both formulas must agree
+_FORMULA_NODES = 1000  # a larger formula is not judged (an answer is at most 200 characters: about 150 nodes)
+_FORMULA_DEPTH = 200
+_EXACT_BITS = 4096  # an exact intermediate larger than this is computed with mpmath instead
+_PRECISION_BITS = (128, 1024)  # mpmath precision: enough to see every constant written in the formulas, capped
+_RANGE_BITS = 1000  # |value| outside [2**-1000, 2**1000] (about 1e±301) is not a finite value of a formula here
+
+
+class _OutOfBudget(Exception):
+    """A formula whose value at a point is not a finite real number of sensible size, or costs too much."""
+
+
 def _same_formula(a, b) -> bool:
-    """Whether two formulas are equal: numerically at random positive points first (fast), then exactly."""
+    """Whether formula ``a`` (an answer) equals formula ``b`` (a key), judged in bounded time and memory.
+
+    Both are evaluated at :data:`_FORMULA_POINTS` random positive rational points (the symbols are positive).
+    Where both values are exact (only + - * / and whole powers of small numbers) they must be equal; otherwise
+    they must agree to the precision used. An answer that is not a finite real number at a point (an infinite
+    term such as exp(9999), a log of a negative number, a division by zero, a value past about 1e301) is wrong.
+    """
     import random
 
-    import sympy
-
-    difference = a - b
-    symbols = sorted(a.free_symbols | b.free_symbols, key=lambda s: s.name)
-    rng = random.Random(20261130)
-    for _ in range(3):
-        point = {s: sympy.Rational(rng.randint(101, 997), rng.randint(7, 97)) for s in symbols}
+    try:
+        symbols = sorted(_formula_symbols(a) | _formula_symbols(b), key=lambda s: s.name)
+        bits = _formula_bits(a) + _formula_bits(b)
+    except _OutOfBudget:
+        return False
+    prec = min(max(_PRECISION_BITS[0], 64 + bits), _PRECISION_BITS[1])
+    rng = random.SystemRandom()  # points nobody can aim at in advance
+    agreed = tries = 0
+    while agreed < _FORMULA_POINTS and tries < 4 * _FORMULA_POINTS:
+        tries += 1
+        point = {s: _Fraction(rng.randint(101, 997), rng.randint(7, 97)) for s in symbols}
         try:
-            value = complex(difference.subs(point).evalf(30))
-        except (TypeError, ValueError, OverflowError):
+            key = _FormulaValue(point, prec).of(b)
+        except _OutOfBudget:
+            continue  # the key is not defined here: another point
+        try:
+            answer = _FormulaValue(point, prec).of(a)
+        except _OutOfBudget:
             return False
-        scale = max(1.0, abs(complex(a.subs(point).evalf(30))))
-        if not abs(value) <= 1e-12 * scale:
+        if not _agree(answer, key):
             return False
-    return sympy.simplify(difference) == 0 if len(str(difference)) < 400 else True
+        agreed += 1
+    return agreed == _FORMULA_POINTS or (agreed == 0 and a == b)
+
+
+def _formula_symbols(expr) -> set:
+    nodes = 0
+    for node in _preorder(expr):
+        nodes += 1
+        if nodes > _FORMULA_NODES:
+            raise _OutOfBudget("too large")
+    return set(getattr(expr, "free_symbols", set()))
+
+
+def _preorder(expr):
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(getattr(node, "args", ()))
+
+
+def _formula_bits(expr) -> int:
+    """The bits of the constants written in a formula: the precision must see a term scaled by any of them."""
+    total = 0
+    for node in _preorder(expr):
+        if getattr(node, "is_Rational", False):
+            total += int(node.p).bit_length() + int(node.q).bit_length()
+        elif getattr(node, "is_Float", False):
+            total += node._prec
+    return total
+
+
+def _agree(x, y) -> bool:
+    """Two values at one point agree: exactly when both are exact, else within their error bounds."""
+    (vx, ex), (vy, ey) = x, y
+    if ex == 0 and ey == 0 and isinstance(vx, _Fraction) and isinstance(vy, _Fraction):
+        return vx == vy
+    return _close(vx, vy, ex + ey)
+
+
+def _close(vx, vy, tolerance) -> bool:
+    """|vx - vy| <= tolerance, for exact fractions and mpmath numbers alike (the error bounds are mpmath numbers)."""
+    x, y = _to_mp(vx), _to_mp(vy)
+    return abs(x - y) <= tolerance + (abs(x) + abs(y)) * _mp_context().ldexp(1, 4 - _mp_context().prec)
+
+
+def _to_mp(value):
+    return _mp_context().mpf(value.numerator) / value.denominator if isinstance(value, _Fraction) else value
+
+
+def _mp_context():
+    """A thread's own mpmath context: the grader judges in several threads, and mpmath's global one is shared."""
+    import threading
+
+    local = _mp_context.__dict__.setdefault("local", threading.local())
+    if not hasattr(local, "context"):
+        import mpmath
+
+        local.context = mpmath.MPContext()
+    return local.context
+
+
+class _FormulaValue:
+    """A formula's value at one point: (exact Fraction, 0) or (mpmath number, error bound), within budget."""
+
+    _FUNCTIONS = ("exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "Abs")
+
+    def __init__(self, point: dict, prec: int):
+        self.point, self.prec, self.ctx = point, prec, _mp_context()
+        self.ctx.prec = prec
+
+    def of(self, expr, depth: int = 0):
+        if depth > _FORMULA_DEPTH:
+            raise _OutOfBudget("too deep")
+        value, error = self._node(expr, depth)
+        return self._checked(value, error)
+
+    def _checked(self, value, error):
+        ctx = self.ctx
+        if isinstance(value, _Fraction):
+            if value and not -_RANGE_BITS <= value.numerator.bit_length() - value.denominator.bit_length() <= _RANGE_BITS:
+                raise _OutOfBudget("out of range")
+            return value, 0
+        if not isinstance(value, type(ctx.mpf(0))) or not ctx.isfinite(value):
+            raise _OutOfBudget("not a finite real number")
+        if value and not -_RANGE_BITS <= ctx.mag(value) <= _RANGE_BITS:
+            raise _OutOfBudget("out of range")
+        return value, error
+
+    def _mp(self, value, error=0):
+        """(mpmath number, error bound) from an exact or approximate value."""
+        if isinstance(value, _Fraction):
+            number = self.ctx.mpf(value.numerator) / value.denominator
+            return number, abs(number) * self.ctx.ldexp(1, 2 - self.prec)
+        return value, error
+
+    def _rounding(self, value):
+        return abs(value) * self.ctx.ldexp(1, 2 - self.prec)
+
+    def _node(self, expr, depth):
+        ctx = self.ctx
+        if getattr(expr, "is_Symbol", False):
+            if expr not in self.point:
+                raise _OutOfBudget("an unknown symbol")
+            return self.point[expr], 0
+        if getattr(expr, "is_Rational", False):
+            return _Fraction(int(expr.p), int(expr.q)), 0
+        if getattr(expr, "is_Float", False):
+            return ctx.make_mpf(expr._mpf_), 0
+        if expr is None or not hasattr(expr, "func"):
+            raise _OutOfBudget("not a formula")
+        name = expr.func.__name__
+        if name in ("Pi", "Exp1"):
+            value = ctx.pi if name == "Pi" else ctx.e
+            return +value, self._rounding(value)
+        args = [self.of(arg, depth + 1) for arg in expr.args]
+        if getattr(expr, "is_Add", False) or getattr(expr, "is_Mul", False):
+            adding = expr.is_Add
+            total, error = args[0]
+            for value, err in args[1:]:
+                if isinstance(total, _Fraction) and isinstance(value, _Fraction):
+                    total = total + value if adding else total * value
+                    if max(total.numerator.bit_length(), total.denominator.bit_length()) > _EXACT_BITS:
+                        total, error = self._mp(total)
+                    continue
+                (x, ex), (y, ey) = self._mp(total, error), self._mp(value, err)
+                total = x + y if adding else x * y
+                error = (ex + ey if adding else abs(x) * ey + abs(y) * ex + ex * ey) + self._rounding(total)
+                total, error = self._checked(total, error)
+            return total, error
+        if getattr(expr, "is_Pow", False):
+            return self._power(args[0], args[1])
+        if name in self._FUNCTIONS and len(args) == 1:
+            x, ex = self._mp(*args[0])
+            if name == "exp" and x > 710:
+                raise _OutOfBudget("out of range")
+            if name == "log" and x <= 0 or name in ("asin", "acos") and abs(x) > 1:
+                raise _OutOfBudget("not a real number")
+            function = abs if name == "Abs" else getattr(ctx, name)
+            value = function(x)
+            slope = {"exp": value, "log": 1 / x if x else ctx.inf, "Abs": 1}.get(name)
+            if slope is None:  # the other functions: bound their slope numerically near x
+                step = max(ex, ctx.ldexp(abs(x) + 1, -self.prec // 2))
+                slope = abs(function(x + step) - value) / step + 1
+            return value, abs(slope) * ex + self._rounding(value)
+        raise _OutOfBudget(f"{name} is not a function a formula here uses")
+
+    def _power(self, base, exponent):
+        (x, ex), (y, ey) = base, exponent
+        if isinstance(y, _Fraction) and y.denominator == 1:
+            n = y.numerator
+            if isinstance(x, _Fraction):
+                if x == 0:
+                    if n < 0:
+                        raise _OutOfBudget("a division by zero")
+                    return _Fraction(0 if n else 1), 0
+                size = abs(x.numerator.bit_length() - x.denominator.bit_length())
+                if size * abs(n) > 2 * _RANGE_BITS:
+                    raise _OutOfBudget("out of range")
+                if max(x.numerator.bit_length(), x.denominator.bit_length()) * abs(n) <= _EXACT_BITS:
+                    return x**n, 0
+            mx, mex = self._mp(x, ex)
+            if mx == 0 and n < 0:
+                raise _OutOfBudget("a division by zero")
+            value = mx**n
+            if mx and abs(self.ctx.mag(mx) * n) > 2 * _RANGE_BITS:
+                raise _OutOfBudget("out of range")
+            relative = abs(n) * mex / abs(mx) if mx else 0
+            return value, abs(value) * relative * 2 + self._rounding(value)
+        (mx, mex), (my, mey) = self._mp(x, ex), self._mp(y, ey)
+        if mx <= 0:
+            raise _OutOfBudget("not a real number")
+        log = self.ctx.log(mx)
+        if abs(my * log) > 710:
+            raise _OutOfBudget("out of range")
+        value = self.ctx.exp(my * log)
+        return value, abs(value) * (abs(my) * mex / mx + abs(log) * mey) * 2 + self._rounding(value)
 
 
 def _symbolic(question: Question, answer) -> Verdict:

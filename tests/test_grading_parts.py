@@ -1,6 +1,7 @@
 """The grading package piece by piece: variants, locked cells, safe judging, the case runner, the CLI."""
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from roofkit import quiz
 from roofkit.errors import InvalidValue
-from roofkit.grading import cases, cells, execute, sandbox, score, variants
+from roofkit.grading import cases, cells, execute, jail, sandbox, score, variants
 
 from helpers import run
 
@@ -135,13 +136,11 @@ def test_answers_that_are_not_text_or_numbers():
 
 
 def _run_cases(items, tmp_path, case_s=1.0):
-    folder = execute.make_folder(nbformat.v4.new_notebook(), None)
+    box = execute.Box(execute.Limits(), jail.choose("auto"))
     try:
-        settings = {**execute.sandbox_settings(execute.Limits(), folder), "write": [folder]}
-        return cases.run(items, workdir=str(Path(folder) / "work"), env=execute.sandbox_env(folder),
-                         settings=settings, case_s=case_s)
+        return cases.run(items, box=box, case_s=case_s)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        box.close()
 
 
 def test_functions_run_in_a_separate_process_and_cannot_touch_the_grader(tmp_path):
@@ -357,3 +356,53 @@ def test_a_kernel_is_ready_only_once_its_outputs_arrive_too():
     kernel.client, sent[:] = Client(), []
     kernel.iopub = _Channel()  # outputs never arrive
     assert kernel.wait_ready(2.5) is False and len(sent) >= 2
+
+
+# --- the shared helpers: ids, files, signed results -----------------------------------------
+
+
+@pytest.mark.parametrize("text, ok", [("ada", True), ("a.b_c@d+e-f", True), ("x" * 64, True), ("x" * 65, False),
+                                      ("bob!", False), ("ｂｏｂ", False), ("../x", False), (".hidden", False),
+                                      ("", False), ("bob\n", False), ("-bob", False)])
+def test_one_rule_for_student_ids(text, ok):
+    from roofkit.grading import ids
+
+    assert (ids.problem(text) is None) is ok
+
+
+def test_a_submission_is_a_regular_file_read_once(tmp_path):
+    from roofkit.grading import files
+
+    (tmp_path / "a.ipynb").write_bytes(b"{}")
+    read = files.read_submission(tmp_path / "a.ipynb", 10)
+    assert read.data == b"{}" and read.refused is None and len(read.sha256) == 64
+    assert "over the" in files.read_submission(tmp_path / "a.ipynb", 1).refused
+    (tmp_path / "link.ipynb").symlink_to(tmp_path / "a.ipynb")
+    os.mkfifo(tmp_path / "fifo.ipynb")
+    (tmp_path / "zero.ipynb").symlink_to("/dev/zero")
+    for name, kind in (("link", "symbolic link"), ("fifo", "FIFO"), ("zero", "symbolic link")):
+        refused = files.read_submission(tmp_path / f"{name}.ipynb", 10)
+        assert refused.data is None and kind in refused.refused and refused.sha256
+
+
+@pytest.mark.parametrize("cell, shown", [("=1+1", "'=1+1"), ("+cmd", "'+cmd"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"),
+                                         ("\tx", "'\tx"), ("-", "-"), ("-1.5", "-1.5"), ("4.75", "4.75"), ("ann", "ann"),
+                                         ("\ud800", "\ufffd\ufffd\ufffd")])
+def test_csv_cells_a_spreadsheet_would_run_are_neutralised(cell, shown):
+    from roofkit.grading import files
+
+    assert files.csv_cell(cell) == shown
+
+
+def test_results_are_signed_and_checked(tmp_path):
+    from roofkit.grading import results
+
+    key = results.key(b"a-course-secret-of-some-length")
+    written = results.write(tmp_path, {"roofkit_result": 1, "student": "ann", "assignment": "hw", "score": 1.0}, key)
+    assert results.read(tmp_path / "results" / "ann.json", key).data == written
+    assert results.read(tmp_path / "results" / "ann.json", results.key(b"another-secret-entirely")).data is None
+    path = tmp_path / "results" / "ann.json"
+    path.write_text(path.read_text().replace('"score": 1.0', '"score": 9.0'))
+    stored = results.read(path, key)
+    assert stored.data is None and "signature" in stored.problem
+    assert results.read(path, None).data["score"] == 9.0  # without a secret, results are not signed

@@ -156,3 +156,27 @@ def test_your_own_questions_end_to_end(tmp_path):
         assert "That is the time to move its bytes" in page and "hidden case 2" in page and "123457" not in page
     finally:
         bank.forget(course / "my-questions.py")
+
+
+def test_the_guide_says_what_the_grader_does_about_sandboxes_and_feedback(tmp_path, monkeypatch):
+    """Section 6 covers Linux, macOS and containers and quotes the refusal as the grader words it; section 4's
+    feedback levels and every --sandbox or --feedback value the guide names are the ones the code has."""
+    from roofkit.grading import jail, score
+
+    six = section("6. The sandbox around student code")
+    for platform in ("### On Linux: bubblewrap", "### On macOS", "### In a container", "### What holds where"):
+        assert platform in six, platform
+    monkeypatch.setenv(jail.BWRAP_ENV, str(tmp_path / "no-bwrap"))
+    if jail.platform.system() == "Linux":
+        try:
+            jail.choose("auto")
+        except jail.SandboxUnavailable as error:
+            assert f"roofkit: {error}" in six  # the line an instructor sees, word for word
+        else:
+            raise AssertionError("grading ran without a sandbox")
+    text = GUIDE.read_text(encoding="utf-8")
+    assert set(re.findall(r"--sandbox (\w+)", text)) <= set(jail.MODES)
+    assert set(re.findall(r"--feedback (\w+)", text)) - {"LEVEL"} <= set(score.LEVELS)
+    levels = re.findall(r"^\| `(\w+)` \| ", section("4. Reading the gradebook").split("### Choosing feedback levels")[1],
+                        re.M)
+    assert tuple(levels) == score.LEVELS

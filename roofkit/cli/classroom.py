@@ -3,7 +3,7 @@
     roofkit assign 00 --bank my-questions.py --roster roster.csv --secret-file secret.txt --out release/hw1
     roofkit grade submissions/hw1 --assignment release/hw1 --secret-file secret.txt --out grades/hw1
     roofkit grade submissions/hw1 ... --shard 2/4 --out grades/hw1-2        (one of four machines)
-    roofkit grade --merge grades/hw1-1 grades/hw1-2 grades/hw1-3 grades/hw1-4 --out grades/hw1 --export canvas
+    roofkit grade --merge grades/hw1-1 grades/hw1-2 grades/hw1-3 grades/hw1-4 --secret-file secret.txt --out grades/hw1
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def cmd_assign(args) -> None:
 
     summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
                           roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root,
-                          bank=args.bank)
+                          bank=args.bank, feedback=args.feedback)
     lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
     lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
               + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
@@ -54,34 +54,38 @@ def cmd_grade(args) -> None:
     from ..grading import execute, grade, shard
 
     if args.merge:
-        if args.submissions or args.assignment or args.shard or args.bank:
-            raise InvalidValue("--merge takes only the shards' output folders, --out and --export: the shards "
-                               "already hold the grading.")
-        summary = shard.merge(args.merge, out=args.out)
+        if args.submissions or args.assignment or args.shard or args.bank or args.feedback or args.sandbox:
+            raise InvalidValue("--merge takes only the shards' output folders, --out, --secret-file and --export: "
+                               "the shards already hold the grading.")
+        summary = shard.merge(args.merge, out=args.out, secret_file=args.secret_file)
         if args.export:
             from ..grading import export
 
             summary["exports"] = export.main(args.out, args.export, assignment=summary["assignment"],
-                                             people=summary.pop("people", None), column=args.lms_column)
+                                             people=summary.pop("people", None), column=args.lms_column,
+                                             rows=summary["students"])
         summary.pop("people", None)
         summary.update(graded=0, skipped=0)
         _print_grades(args, summary, f"merged {len(args.merge)} shards; ")
         return
     if not args.submissions:
         raise InvalidValue("name the submissions to grade (notebooks, or folders of them), or --merge shard outputs.")
-    given = {"notebook_s": args.timeout, "cell_s": args.cell_timeout}
+    given = {"notebook_s": args.timeout, "cell_s": args.cell_timeout, "sandbox": args.sandbox}
     limits = execute.Limits(**{k: v for k, v in given.items() if v is not None})
     summary = grade.main(args.submissions, out=args.out, release=args.assignment, secret_file=args.secret_file,
                          workers=args.workers, limits=limits, regrade=args.regrade,
                          progress=not getattr(args, "json", False), bank=args.bank,
                          shard=shard.parse(args.shard) if args.shard else None, export=args.export or [],
-                         column=args.lms_column)
+                         column=args.lms_column, feedback=args.feedback)
     where = f"shard {summary['shard'][0]}/{summary['shard'][1]}: " if summary.get("shard") else ""
     _print_grades(args, summary, where)
 
 
 def _print_grades(args, summary: dict, where: str) -> None:
-    lines = []
+    lines = [f"sandbox: {line}" for line in summary.get("sandbox") or []]
+    lines += [f"{line}" for line in summary.get("skipped_files", [])]
+    lines += [f"not trusted: {line}" for line in summary.get("problems", [])]
+    lines += [f"cleaned up after a killed run: {line}" for line in summary.get("cleaned", [])]
     for row in summary["students"]:
         status = "" if row["status"] == "graded" else f"  [{row['status']}]"
         flags = f"  ({len(row['flags'])} flag{'s' * (len(row['flags']) > 1)})" if row["flags"] else ""
@@ -107,6 +111,9 @@ def register(sub, common) -> None:
     assign.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
     assign.add_argument("--bank", metavar="PATH", help="your own questions: a Python file or a folder of them, "
                         "written with roofkit.quiz.Question (their keys never reach a student)")
+    assign.add_argument("--feedback", choices=("none", "verdict", "misconception", "ratio"),
+                        help="how much a feedback page says about each graded answer (default: ratio for the course's "
+                        "questions, misconception for your own, whose keys a ratio would give away)")
     assign.set_defaults(func=cmd_assign)
 
     grade = sub.add_parser("grade", help="run and grade submissions: gradebook, results and feedback pages",
@@ -115,7 +122,8 @@ def register(sub, common) -> None:
     grade.add_argument("--out", required=True, help="folder for gradebook.csv, results.json, feedback/ and results/")
     grade.add_argument("--assignment", help="the release folder made by `roofkit assign` (without it: grade a "
                        "notebook of the course with the lessons' own numbers)")
-    grade.add_argument("--secret-file", help="the course secret the release was made with")
+    grade.add_argument("--secret-file", help="the course secret the release was made with (also for --merge: "
+                       "results are signed with it)")
     grade.add_argument("--workers", type=int, help="notebooks graded at once (default: the number of cores)")
     grade.add_argument("--timeout", type=number("timeout"), help="seconds per notebook (default 300)")
     grade.add_argument("--cell-timeout", type=number("cell-timeout"), help="seconds per cell (default 60)")
@@ -129,6 +137,11 @@ def register(sub, common) -> None:
     grade.add_argument("--export", action="append", choices=("canvas", "moodle"),
                        help="also write OUT/canvas.csv (Canvas gradebook import) or OUT/moodle.csv (Moodle grade "
                        "import); repeatable")
+    grade.add_argument("--sandbox", choices=("auto", "bubblewrap", "none"),
+                       help="how each kernel is fenced: bubblewrap (the default, required with --assignment), or none: "
+                       "Landlock and resource limits only, for a machine without bubblewrap (docs/instructors.md §6)")
+    grade.add_argument("--feedback", choices=("none", "verdict", "misconception", "ratio"),
+                       help="how much the feedback pages say (default: what `roofkit assign --feedback` chose)")
     grade.add_argument("--lms-column", metavar="TITLE", help="the grade column's title in the export (default: the "
                        "assignment's name; for Canvas, 'Title (id)' updates that assignment)")
     grade.set_defaults(func=cmd_grade)

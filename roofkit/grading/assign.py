@@ -311,6 +311,8 @@ def _check_manifest(manifest, path: Path) -> None:
     students = manifest.get("students")
     if students is not None and not (isinstance(students, list) and all(isinstance(x, str) for x in students)):
         raise bad("'students' must be a list of student ids")
+    if manifest.get("feedback") is not None and manifest["feedback"] not in ("none", "verdict", "misconception", "ratio"):
+        raise bad("'feedback' must be none, verdict, misconception or ratio")
     for key, kind in (("people", dict), ("public", dict), ("bank", dict), ("secret_fingerprint", str)):
         if manifest.get(key) is not None and not isinstance(manifest[key], kind):
             raise bad(f"'{key}' must be a {'JSON object' if kind is dict else 'text'}")
@@ -386,15 +388,22 @@ def read_release(folder: str | Path) -> Release:
 
 def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None = None, out: str | Path = "release",
          roster: str | Path | None = None, secret_file: str | Path | None = None,
-         points: dict[str, float] | None = None, root: str | Path = ".", bank: str | Path | None = None) -> dict:
+         points: dict[str, float] | None = None, root: str | Path = ".", bank: str | Path | None = None,
+         feedback: str | None = None) -> dict:
     """Write a release; return a summary (the CLI prints it).
 
     ``bank``: a Python file or folder of the instructor's private questions (:mod:`roofkit.grading.bank`).
+    ``feedback``: how much the feedback pages say about each graded answer (:data:`roofkit.grading.score.LEVELS`;
+    default: ``ratio`` for the course's questions, ``misconception`` for private ones).
     """
     import nbformat
 
     from . import bank as banks
 
+    from .score import LEVELS
+
+    if feedback is not None and feedback not in LEVELS:
+        raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")
     name = name or ("-".join(lessons) if lessons else "exercises")
     if not _NAME.fullmatch(name):
         raise InvalidValue(f"bad assignment name {name!r}: use letters, digits and . _ - (up to 64 characters).")
@@ -406,6 +415,8 @@ def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None
     manifest["students"] = students
     manifest["people"] = variants.read_people(roster) if roster else {}
     manifest["secret_fingerprint"] = variants.fingerprint(secret) if secret else None
+    if feedback:
+        manifest["feedback"] = feedback
     if private:
         handed = [q["id"] for q in manifest["questions"] if q.get("private")]
         manifest["bank"] = {**private.manifest(), "questions": handed,

@@ -81,6 +81,20 @@ def _value(result):
     return {"value": number if math.isfinite(number) else repr(number)}
 
 
+def _error_text(error: BaseException) -> str:
+    """'ValueError: text' for an exception of Python's own; a class the student's code made is not named (its name
+    and text could carry anything the code read or computed, a hidden case's arguments for one)."""
+    import builtins
+
+    kind = type(error)
+    if getattr(builtins, kind.__name__, None) is kind:
+        try:
+            return f"{kind.__name__}: {str(error)[:200]}"
+        except Exception:  # noqa: BLE001 - a str() that raises
+            return kind.__name__
+    return "an exception of its own"
+
+
 def child() -> None:
     """Runs in the sandbox: read items from stdin, write one JSON line per case to the saved stdout."""
     request = json.loads(sys.stdin.read())
@@ -100,7 +114,7 @@ def child() -> None:
         except BaseException as error:  # a syntax error, or code at the top of the source that raises
             for i in range(len(item["cases"])):
                 out.write(json.dumps({"q": item["q"], "i": i, "error": f"could not define the function: "
-                                      f"{type(error).__name__}: {str(error)[:200]}"}) + "\n")
+                                      f"{_error_text(error)}"}) + "\n")
             continue
         for i, args in enumerate(item["cases"]):
             signal.setitimer(signal.ITIMER_REAL, request["case_s"])
@@ -109,23 +123,27 @@ def child() -> None:
             except _CaseTimeout:
                 line = {"q": item["q"], "i": i, "error": f"took longer than {request['case_s']:g} s"}
             except BaseException as error:  # the student's code may raise anything, SystemExit included
-                line = {"q": item["q"], "i": i, "error": f"{type(error).__name__}: {str(error)[:200]}"}
+                line = {"q": item["q"], "i": i, "error": _error_text(error)}
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-            out.write(json.dumps(line) + "\n")
+            try:
+                out.write(json.dumps(line) + "\n")
+            except (TypeError, ValueError, RecursionError):
+                out.write(json.dumps({"q": item["q"], "i": i, "error": "a result that cannot be sent"}) + "\n")
 
 
-def run(items: list[dict], *, workdir: str, env: dict, settings: dict, case_s: float = 2.0,
-        startup_s: float = 30.0, probes: list[str] | None = None) -> dict[tuple[str, int], dict]:
+def run(items: list[dict], *, box, case_s: float = 2.0, startup_s: float = 30.0,
+        probes: list[str] | None = None) -> dict[tuple[str, int], dict]:
     """Run ``items`` ({q, source, cases}) in a sandboxed process; (question, case index) -> result line.
 
-    Cases with no line (the process was killed at its time limit, or crashed) are absent. The process imports
-    the copy of roofkit without its question bank (``settings["package"]``); what the grader's watch reports
-    from it (:mod:`roofkit.grading.probe`) is appended to ``probes``.
+    ``box``: the :class:`roofkit.grading.execute.Box` to run in (its folder, jail and settings). Cases with no
+    line (the process was killed at its time limit, or crashed) are absent. The process imports the copy of
+    roofkit without its question bank; what the grader's watch reports from it (:mod:`roofkit.grading.probe`)
+    is appended to ``probes``.
     """
     import subprocess
 
-    from . import probe, sandbox
+    from . import probe
 
     if not items:
         return {}
@@ -133,11 +151,9 @@ def run(items: list[dict], *, workdir: str, env: dict, settings: dict, case_s: f
     request = json.dumps({"items": items, "case_s": case_s}).encode()
     watch = probe.Watch()
     try:
-        process = subprocess.Popen(sandbox.command(settings["package"], "--module", "roofkit.grading.cases"),
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                   cwd=workdir, start_new_session=True, pass_fds=(watch.write_fd,),
-                                   env={**env, "ROOFKIT_SANDBOX": json.dumps({**settings,
-                                                                              "probe_fd": watch.write_fd})})
+        process = box.popen(["--module", "roofkit.grading.cases"], pass_fds=(watch.write_fd,),
+                            extra_settings={"probe_fd": watch.write_fd}, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     finally:
         watch.handed_over()
     output = bytearray()
@@ -154,8 +170,7 @@ def run(items: list[dict], *, workdir: str, env: dict, settings: dict, case_s: f
     except (BrokenPipeError, OSError):
         pass  # the child died early; what it wrote still counts
     finally:
-        _kill_group(process)
-        process.wait()
+        box.jail.close()
         process.stdout.close()
         if probes is not None:
             probes += [what for what in watch.events() if what not in probes]
@@ -165,17 +180,10 @@ def run(items: list[dict], *, workdir: str, env: dict, settings: dict, case_s: f
         try:
             data = json.loads(line)
             key = (str(data["q"]), int(data["i"]))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue
         results.setdefault(key, data)  # the first line for a case counts
     return results
-
-
-def _kill_group(process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 if __name__ == "__main__":

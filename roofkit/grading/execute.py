@@ -26,12 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 
-__all__ = ["Limits", "Run", "main", "sandbox_env", "sandbox_settings", "make_folder", "kill_strays"]
+__all__ = ["Limits", "Run", "Box", "main", "sandbox_env", "sandbox_settings", "make_folder", "kill_strays",
+           "error_name"]
 
 from .sandbox import TRUNCATED
 
@@ -48,12 +48,15 @@ class Limits:
     startup_s: float = 60.0  # for the kernel to answer its first request
     output_bytes: int = 16 * 2**20  # output kept per notebook
     message_bytes: int = 16 * 2**20  # one kernel message larger than this is dropped unread
-    memory_bytes: int = 4 * 2**30  # address space of the kernel (RLIMIT_AS)
+    memory_bytes: int = 4 * 2**30  # address space of each process (RLIMIT_AS); in a cgroup, all of them together
     file_bytes: int = 64 * 2**20  # largest file the kernel may write (RLIMIT_FSIZE)
-    disk_bytes: int = 2**30  # all files in its folder together (checked every second; then the notebook stops)
+    disk_bytes: int = 2**30  # all files it writes together (its tmpfs in a sandbox; else checked every second)
     case_s: float = 2.0  # one call of a student's function on one case
-    user: str | None = "auto"  # run as this user when the grader is root ("auto": nobody, if it can run Python)
+    user: str | None = "auto"  # without a sandbox, as root: "auto" runs each kernel as a user id of its own where
+    # other users may run this Python; None keeps root (without capabilities). In bubblewrap always a user of its own
     landlock: bool = True
+    processes: int = 256  # processes and threads a kernel may have at once (a fork bomb stops there)
+    sandbox: str = "auto"  # "auto"/"bubblewrap": bubblewrap, refused where it is missing; "none": no sandbox
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Run:
     interrupted: list[int] = field(default_factory=list)  # cells stopped at the per-cell limit
     stopped: str | None = None  # why the notebook did not run to the end
     stopped_at: int | None = None  # the cell it stopped at (cells after it did not run)
+    failed: str | None = None  # the grader could not run it fairly (the kernel did not start, or was killed): retried
     output_bytes: int = 0
     truncated: bool = False
     dropped_messages: int = 0
@@ -74,8 +78,9 @@ class Run:
     probes: list[tuple[int, str]] = field(default_factory=list)  # (cell index, a reach for a key), see .probe
 
     def notes(self) -> list[str]:
-        """Execution events in words, for the feedback page."""
-        out = [f"cell {i + 1} raised {text}" for i, text in self.errors[:5]]
+        """Execution events in words, for the feedback page: exception names the notebook made up, and every
+        exception's text, stay out (a kernel could put anything it read in them)."""
+        out = [f"cell {i + 1} raised {error_name(text)}" for i, text in self.errors[:5]]
         out += [f"cell {i + 1} was stopped at the per-cell time limit; the next cells still ran" for i in self.interrupted]
         if self.truncated:
             out.append("the notebook printed more than the output cap; the rest of its output was dropped")
@@ -88,54 +93,90 @@ class Run:
         return out
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        """Everything but the records themselves (their number only): what a result file keeps."""
+        from dataclasses import fields
+
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+        data = json.loads(json.dumps(data, default=str))
         data["records"] = len(self.records)
         return data
 
 
-@lru_cache(maxsize=None)
-def _unprivileged(user: str) -> str | None:
-    """``user`` if the grader is root and that user can start this Python and roofkit, else None."""
-    if os.geteuid() != 0 or not hasattr(os, "setuid"):
-        return None
-    try:
-        import pwd
+def error_name(text: str) -> str:
+    """'ValueError: ...' -> 'ValueError' for Python's own exceptions and roofkit's; anything else is unnamed."""
+    import builtins
 
-        pwd.getpwnam(user)
-        from . import stripped
+    from .. import errors
 
-        code = f"import sys; sys.path.insert(0, {stripped.package()!r}); import ipykernel, roofkit.quiz"
-        probe = subprocess.run([sys.executable, "-I", "-c", code], user=user, cwd="/", capture_output=True,
-                               timeout=120, env={"PATH": "/usr/bin:/bin"})
-        return user if probe.returncode == 0 else None
-    except (KeyError, OSError, subprocess.SubprocessError):
-        return None
+    name = str(text).split(":", 1)[0].strip()
+    known = getattr(builtins, name, None)
+    if isinstance(known, type) and issubclass(known, BaseException) or \
+            isinstance(getattr(errors, name, None), type) or name in ("KeysWithheld", "UnknownQuestion"):
+        return name
+    return "an exception of its own (its name and text are not shown)"
 
 
-def sandbox_settings(limits: Limits, folder: str) -> dict:
-    """The settings :mod:`roofkit.grading.sandbox` applies, for a kernel working in ``folder``.
+def _package_copy(folder: str, uid: int | None) -> str:
+    """Without a sandbox: a copy of the bank-less roofkit for this kernel alone, read-only (a kernel that rewrites
+    the copy all kernels share would change what its classmates' kernels run)."""
+    from . import stripped
 
-    The kernel imports the copy of roofkit without its question bank, may not read the real package or a
+    target = os.path.join(folder, "pkg")
+    shutil.copytree(stripped.package(), target)
+    for path, dirs, files in os.walk(target):
+        os.chmod(path, 0o555)
+        for name in files:
+            os.chmod(os.path.join(path, name), 0o444)
+    return target
+
+
+def sandbox_settings(limits: Limits, folder: str, jail=None, host_package: str | None = None) -> dict:
+    """The settings :mod:`roofkit.grading.sandbox` applies, for a process working in ``folder``.
+
+    The process imports the copy of roofkit without its question bank, may not read the real package or a
     private bank (Landlock), and reports any attempt to (the watch, given the hashes of those paths only).
+    ``jail``: the :class:`~roofkit.grading.jail.Jail` it runs in (its user, where it sees the package).
     """
     from . import probe, sandbox, stripped
 
-    package = stripped.package()
-    user = None
-    if limits.user:
-        user = _unprivileged("nobody" if limits.user == "auto" else limits.user)
+    host_package = host_package or stripped.package()
+    package = jail.package(host_package) if jail is not None else host_package
     hidden = stripped.hidden()
     tripwire = os.path.join(package, "roofkit", "course")
     watched = [*hidden, tripwire]
     # folders the watch need not check (thousands of imports): the installation, unless a hidden path is in it
     trusted = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
                if not any(os.path.realpath(h).startswith(os.path.realpath(p) + os.sep) for h in hidden)]
-    return {"write": [folder], "read": sandbox.read_paths(package, hidden), "landlock": limits.landlock,
-            "user": user, "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
+    read = sandbox.read_paths(host_package, hidden)
+    uid = jail.uid if jail is not None else None
+    own_count = jail is not None and (uid is not None or (jail.bubble and not jail.plan.root))
+    return {"write": [folder], "read": [package if p == host_package else p for p in read], "host_read": read,
+            "landlock": limits.landlock, "uid": uid, "gid": jail.gid if jail is not None else None,
+            "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
+            # where a cgroup counts the processes, the per-user limit is looser, so that the cgroup's (which the
+            # grader sees, and stops the notebook at) is the one a fork bomb meets
+            "processes": (limits.processes * (2 if jail is not None and jail.cgroup is not None else 1)
+                          + (_tasks_of(os.getuid()) if uid is None else 0)) if own_count else None,
             "cpu_s": int(2 * limits.notebook_s + 30), "output_chars": limits.output_bytes,
-            "package": package, "graded": True, "hidden": [probe.digest(p) for p in watched],
+            "package": package, "host_package": host_package, "graded": True,
+            "hidden": [probe.digest(p) for p in watched],
             "quiet": [os.path.join(tripwire, "__init__.py"), os.path.join(tripwire, "__pycache__")],
             "trusted": trusted}
+
+
+def _tasks_of(uid: int) -> int:
+    """Processes and threads of ``uid`` now (a process limit in a user namespace may count them on old kernels)."""
+    count = 0
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as file:
+                    text = file.read()
+                if f"\nUid:\t{uid}\t" in text:
+                    count += int(text.split("\nThreads:\t", 1)[1].split()[0])
+            except (OSError, IndexError, ValueError):
+                continue
+    return count
 
 
 def sandbox_env(folder: str) -> dict:
@@ -146,6 +187,7 @@ def sandbox_env(folder: str) -> dict:
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": str(home), "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
         "IPYTHONDIR": str(root / "ipython"), "MPLCONFIGDIR": str(root / "matplotlib"),
+        "XDG_CACHE_HOME": str(root / "cache"),
         "JUPYTER_CONFIG_DIR": str(root / "jupyter"), "JUPYTER_DATA_DIR": str(root / "jupyter"),
         "JUPYTER_RUNTIME_DIR": str(root / "jupyter"), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -154,55 +196,137 @@ def sandbox_env(folder: str) -> dict:
     }
 
 
-def make_folder(notebook, user: str | None) -> str:
-    """A private folder holding only ``work/submission.ipynb``; owned by ``user`` when one is set."""
+def make_folder(notebook, uid: int | None = None) -> str:
+    """A private folder holding only ``work/submission.ipynb``; owned by ``uid`` when one is set.
+
+    Named after this grader's process id, so that a later grader can tell one a killed run left (:func:`jail.reap`).
+    """
     import nbformat
 
-    folder = tempfile.mkdtemp(prefix="roofkit-grade-")
-    for name in ("work", "tmp", "ipython", "matplotlib", "jupyter"):
-        os.mkdir(os.path.join(folder, name), 0o700)
-    Path(folder, "work", "submission.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8")
-    if user:
-        import pwd
+    from .jail import PREFIX, hold_lock
 
-        entry = pwd.getpwnam(user)
+    hold_lock()
+    folder = tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-")
+    for name in ("work", "tmp", "ipython", "matplotlib", "jupyter", "cache"):
+        os.mkdir(os.path.join(folder, name), 0o700)
+    Path(folder, "work", "submission.ipynb").write_text(nbformat.writes(notebook), encoding="utf-8",
+                                                         errors="replace")
+    if uid is not None:
         for path, dirs, files in os.walk(folder):
             for name in [path, *(os.path.join(path, n) for n in dirs + files)]:
-                os.chown(name, entry.pw_uid, entry.pw_gid)
+                os.chown(name, uid, uid)
     return folder
+
+
+class Box:
+    """A sandboxed process's outside: its private folder, its jail, its settings and environment, its reports.
+
+    Used for a kernel and for the process that runs a code question's cases.
+    """
+
+    def __init__(self, limits: Limits, plan, notebook=None):
+        import nbformat
+
+        from . import jail as jails
+
+        self.limits, self.plan = limits, plan
+        self.jail = None
+        self.host = make_folder(notebook if notebook is not None else nbformat.v4.new_notebook())
+        self.keys_fd = None
+        try:
+            self.jail = jails.Jail(plan, limits, self.host)
+            host_package = None if self.jail.bubble else _package_copy(self.host, self.jail.uid)
+            self.settings = sandbox_settings(limits, self.jail.folder, self.jail, host_package)
+            self.env = {**sandbox_env(self.jail.folder), "PYTHONPATH": self.settings["package"]}
+            if self.jail.bubble:  # its parent is PID 1 of its namespace: ipykernel must not watch for the grader
+                self.env.pop("JPY_PARENT_PID")
+            self.binds = {}
+            if self.jail.bubble:  # reports of child processes arrive through a pipe: nothing of the disk is writable
+                from .release import KEYS_LOG
+
+                fifo = os.path.join(self.host, "keys.fifo")
+                os.mkfifo(fifo, 0o622)
+                self.keys_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+                self.binds[fifo] = os.path.join(self.jail.folder, KEYS_LOG)
+            if self.jail.uid is not None:
+                for path, dirs, files in os.walk(self.host):
+                    if os.path.basename(path) == "pkg" or "/pkg/" in path + "/":
+                        continue
+                    for name in [path, *(os.path.join(path, n) for n in dirs + files)]:
+                        os.chown(name, self.jail.uid, self.jail.gid)
+        except BaseException:
+            self.close()
+            raise
+
+    def describe(self) -> dict:
+        return {**self.plan.to_dict(), "user": self.jail.user_note()}
+
+    def popen(self, args: list[str], *, pass_fds=(), binds: dict[str, str] | None = None,
+              extra_settings: dict | None = None, **kwargs):
+        """Start ``python -I -c BOOT PACKAGE ARGS`` in the jail, with the settings in its environment."""
+        from . import sandbox
+
+        settings = {k: v for k, v in self.settings.items() if k not in ("host_read", "host_package")}
+        settings.update(extra_settings or {})
+        return self.jail.popen(sandbox.command(self.settings["package"], *args), read=self.settings["host_read"],
+                               host_package=self.settings["host_package"], binds={**self.binds, **(binds or {})},
+                               env={**self.env, "ROOFKIT_SANDBOX": json.dumps(settings)},
+                               cwd=os.path.join(self.jail.folder, "work"), pass_fds=pass_fds, **kwargs)
+
+    def reports(self) -> list[str]:
+        """What processes started by the notebook reached for (see roofkit.grading.release.report), at most 20."""
+        if self.keys_fd is not None:
+            data = b""
+            while len(data) < 100_000:
+                try:
+                    chunk = os.read(self.keys_fd, 65536)
+                except (BlockingIOError, OSError):
+                    break
+                if not chunk:
+                    break
+                data += chunk
+            self._keys = getattr(self, "_keys", b"") + data
+            lines = self._keys[:100_000].decode("utf-8", errors="replace").splitlines()
+            return list(dict.fromkeys(line.strip()[:300] for line in lines if line.strip()))[:20]
+        return child_reports(self.host)
+
+    def close(self) -> None:
+        if self.jail is not None:
+            self.jail.close()
+        if self.keys_fd is not None:
+            os.close(self.keys_fd)
+            self.keys_fd = None
+        shutil.rmtree(self.host, ignore_errors=True)
 
 
 class _Kernel:
     """A sandboxed IPython kernel and a blocking client on it, started and torn down by hand."""
 
-    def __init__(self, folder: str, limits: Limits, settings: dict, context):
+    def __init__(self, box: Box, limits: Limits, context):
         from jupyter_client import BlockingKernelClient
         from jupyter_client.connect import write_connection_file
 
-        from . import probe, sandbox
+        from . import probe
 
-        self.folder, self.limits = folder, limits
+        self.box, self.folder, self.limits = box, box.host, limits
         self.watch = probe.Watch()
-        connection, _ = write_connection_file(os.path.join(folder, "kernel.json"), ip="127.0.0.1")
-        if settings.get("user"):
-            import pwd
-
-            entry = pwd.getpwnam(settings["user"])
-            os.chown(connection, entry.pw_uid, entry.pw_gid)
-        env = {**sandbox_env(folder), "PYTHONPATH": settings["package"], "ROOFKIT_SANDBOX": json.dumps(
-            {**settings, "ports_from_connection_file": True, "probe_fd": self.watch.write_fd})}
-        self.log = open(os.path.join(folder, "kernel.log"), "wb")
+        self.log = self.process = self.iopub = self.monitor = self.client = None
+        connection, _ = write_connection_file(os.path.join(box.host, "kernel.json"), ip="127.0.0.1")
+        if box.jail.uid is not None:
+            os.chown(connection, box.jail.uid, box.jail.gid)
+        inside = os.path.join(box.jail.folder, "kernel.json")
+        binds = {connection: inside} if box.jail.bubble else {}
+        self.log = open(os.path.join(box.host, "kernel.log"), "wb")
         try:
-            self.process = subprocess.Popen(
-                sandbox.command(settings["package"], "-f", connection, "--HistoryManager.enabled=False"),
-                cwd=os.path.join(folder, "work"), env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(self.watch.write_fd,))
+            self.process = box.popen(["-f", inside, "--HistoryManager.enabled=False"], pass_fds=(self.watch.write_fd,),
+                                     binds=binds, extra_settings={"ports_from_connection_file": True,
+                                                                  "probe_fd": self.watch.write_fd},
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         finally:
             self.watch.handed_over()
         self.client = BlockingKernelClient(context=context)
         self.client.load_connection_file(connection)
         self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
-        self.iopub = self.monitor = None
         self._connect_iopub()
 
     def _connect_iopub(self) -> None:
@@ -252,11 +376,13 @@ class _Kernel:
                 except Exception:  # noqa: BLE001 - Empty, or an undecodable message
                     pass
             if replied and heard:
-                while True:  # the rest of the start-up messages are of no interest
+                until = min(deadline, time.monotonic() + 5.0)
+                while time.monotonic() < until:  # the rest of the start-up messages are of no interest
                     try:
                         self.iopub.get_msg(timeout=0.05)
                     except Exception:  # noqa: BLE001 - Empty, or an undecodable message
                         return True
+                return True
         return False
 
     def disconnected(self) -> int:
@@ -275,33 +401,41 @@ class _Kernel:
         return count
 
     def interrupt(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGINT)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self.box.jail.interrupt()
 
     def exit_reason(self) -> str:
         code = self.process.poll()
         if code is None:
             return "is still running"
+        if self.box.jail.oom_killed():
+            return f"was killed for using more than its {self.limits.memory_bytes / 2**30:g} GB of memory"
+        if self.box.jail.bubble and code > 128:  # bubblewrap exits with 128 + the signal that ended the kernel
+            code = -(code - 128)
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
             return f"crashed ({name})"
         return f"exited (status {code})"
 
+    def killed(self) -> bool:
+        """Ended from outside its own code: the OOM killer or a SIGKILL (a run the grader must retry)."""
+        code = self.process.poll()
+        if code is None:
+            return False
+        return self.box.jail.oom_killed() or code == -signal.SIGKILL or (self.box.jail.bubble and code == 128 + 9)
+
     def close(self) -> None:
-        self._close_iopub()
-        self.client.stop_channels()
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
-        self.log.close()
+        if self.iopub is not None:
+            self._close_iopub()
+        if self.client is not None:
+            self.client.stop_channels()
+        self.box.jail.close()
+        if self.log is not None:
+            self.log.close()
         self.watch.close()
-        kill_strays(self.folder)
 
     def disk_used(self) -> int:
+        if self.box.jail.bubble:  # its files are in its own size-limited tmpfs
+            return 0
         total = 0
         for path, _, files in os.walk(self.folder):
             for name in files:
@@ -325,22 +459,10 @@ def child_reports(folder: str) -> list[str]:
 
 
 def kill_strays(folder: str) -> None:
-    """Kill processes a submission started in a session of their own (they escape the kernel's process group).
+    """Kill processes a submission started in a session of their own (see :func:`roofkit.grading.jail.kill_marked`)."""
+    from .jail import kill_marked
 
-    They are recognised by the sandbox folder in their environment; one that cleared its environment is not
-    found, and only its CPU-time limit ends it.
-    """
-    marker = f"ROOFKIT_SANDBOX_FOLDER={folder}".encode()
-    if not os.path.isdir("/proc"):
-        return
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as file:
-                    if marker in file.read().split(b"\0"):
-                        os.kill(int(entry), signal.SIGKILL)
-            except OSError:
-                continue
+    kill_marked(folder)
 
 
 def _message_size(content: dict) -> int:
@@ -382,19 +504,25 @@ class _Executor:
         if kind in ("display_data", "execute_result"):
             record = (content.get("data") or {}).get(RECORD_MIME)
             if record is not None:
-                size = len(json.dumps(record))
+                try:
+                    size = len(json.dumps(record))
+                except (TypeError, ValueError, RecursionError):  # nested past what JSON writes: not an answer
+                    self.run.dropped_records += 1
+                    return
                 if (size > MAX_RECORD_BYTES or len(self.run.records) >= MAX_RECORDS
                         or self.records_bytes + size > MAX_RECORDS_BYTES):
                     self.run.dropped_records += 1
                 else:
+                    from .files import clean
+
                     self.records_bytes += size
-                    self.run.records.append((index, record))
+                    self.run.records.append((index, clean(record)))  # nesting cut short: nothing reads deeper
         elif kind == "error" and len(self.run.errors) < MAX_ERRORS:
-            text = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
+            text = f"{str(content.get('ename', 'Error'))[:100]}: {str(content.get('evalue', ''))[:200]}"
             self.run.errors.append((index, text[:300]))
 
     def cell(self, index: int, code: str, deadline: float) -> str:
-        """Run one cell; 'done', 'timeout', 'dead', 'flood' or 'disk'."""
+        """Run one cell; 'done', 'timeout', 'dead', 'flood', 'disk' or 'processes'."""
         outcome = self._cell(index, code, deadline)
         self.watch(index)
         if outcome != "dead":  # a dropped connection while the kernel lives: a message over the size cap
@@ -438,6 +566,8 @@ class _Executor:
                 self.disk_checked = now
                 if self.kernel.disk_used() > self.limits.disk_bytes:
                     return "disk"
+                if self.kernel.box.jail.process_limit_hit():
+                    return "processes"
             if replied is None:
                 try:
                     reply = client.shell_channel.get_msg(timeout=0)
@@ -469,9 +599,10 @@ class _Executor:
             if self.run.output_bytes > 8 * self.limits.output_bytes:
                 return "flood"
 
-    def drain(self, index: int, msg_id: str) -> None:
-        """Collect what a dying kernel managed to send."""
-        while True:
+    def drain(self, index: int, msg_id: str, wait_s: float = 2.0) -> None:
+        """Collect what a dying kernel managed to send (for ``wait_s`` at most: something else may hold its port)."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
             try:
                 msg = self.kernel.iopub.get_msg(timeout=0.2)
             except Exception:  # noqa: BLE001 - Empty, or an undecodable message
@@ -503,17 +634,19 @@ class _Executor:
         return False
 
 
-def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = False, cancel=None,
-         preamble: str | None = None) -> Run:
+def main(notebook, *, limits: Limits = Limits(), context=None, cancel=None, preamble: str | None = None,
+         plan=None) -> Run:
     """Execute ``notebook`` (a path or an nbformat notebook) in a sandboxed kernel; never raises for its content.
 
     ``cancel``: a ``threading.Event``; when set, execution stops at the next cell (the grader is shutting down).
     ``preamble``: code the grader runs first, as cell -1 (the release's questions, from its own copy).
+    ``plan``: how kernels are sandboxed (:func:`roofkit.grading.jail.choose`; default: from ``limits.sandbox``).
+    A kernel that does not start, or is killed from outside its own code (the OOM killer), sets ``Run.failed``.
     """
     import nbformat
     import zmq
 
-    from . import sandbox
+    from . import jail
 
     if not isinstance(notebook, nbformat.NotebookNode):
         notebook = nbformat.read(str(notebook), as_version=4)
@@ -521,27 +654,35 @@ def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = Fals
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
     started = time.monotonic()
-    settings = sandbox_settings(limits, "")
-    folder = make_folder(notebook, settings["user"])
-    settings["write"] = [folder]
-    run = Run(sandbox={"landlock_abi": sandbox.landlock_abi() if limits.landlock else 0,
-                       "user": settings["user"] or ("root without capabilities" if os.geteuid() == 0 else
-                                                    "the grader's own user")})
+    plan = plan or jail.choose(limits.sandbox)
+    run = Run(sandbox=plan.to_dict())
     own_context = context is None
     if own_context:
         context = zmq.Context()
         context.setsockopt(zmq.MAXMSGSIZE, limits.message_bytes)
-    kernel = None
+    kernel = box = None
     try:
         for attempt in range(3):  # a port taken between choosing and binding it: try again
-            kernel = _Kernel(folder, limits, settings, context)
+            box = Box(limits, plan, notebook)
+            run.sandbox = box.describe()
+            try:
+                kernel = _Kernel(box, limits, context)
+            except OSError as error:  # the sandbox itself could not start (a missing bwrap, no memory left)
+                box.close()
+                box = None
+                run.failed = f"the kernel's sandbox did not start ({type(error).__name__}: {error})"[:300]
+                continue
             if kernel.wait_ready(limits.startup_s):
                 break
+            why = kernel.exit_reason()
             kernel.close()
-            kernel = None
+            box.close()
+            kernel = box = None
+            run.failed = f"the kernel did not start within {limits.startup_s:g} s (it {why})"
         if kernel is None:
-            run.stopped, run.stopped_at = "the kernel did not start", 0
+            run.stopped, run.stopped_at = run.failed or "the kernel did not start", 0
             return run
+        run.failed = None
         executor = _Executor(kernel, limits, run)
         notebook_deadline = started + limits.notebook_s
         if preamble:  # the first run in a fresh kernel may be slow on a busy machine: the start-up time applies
@@ -574,12 +715,23 @@ def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = Fals
                 run.stopped_at = index
                 break
             if outcome == "dead":
+                try:
+                    kernel.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
                 run.stopped = f"the kernel {kernel.exit_reason()} at cell {index + 1}; later cells did not run"
                 run.stopped_at = index
+                if kernel.killed():
+                    run.failed = run.stopped
                 break
             if outcome == "disk":
                 run.stopped = (f"cell {index + 1} wrote more than {limits.disk_bytes / 2**20:,.0f} MB of files; "
                                "the notebook was stopped there")
+                run.stopped_at = index
+                break
+            if outcome == "processes":
+                run.stopped = (f"cell {index + 1} started more than {limits.processes} processes and threads at "
+                               "once; the notebook was stopped there")
                 run.stopped_at = index
                 break
             if outcome == "flood":
@@ -589,11 +741,12 @@ def main(notebook, *, limits: Limits = Limits(), context=None, keep: bool = Fals
                 break
         return run
     finally:
+        if box is not None:
+            run.probes += [(-2, what) for what in box.reports()]
         if kernel is not None:
             kernel.close()
+        if box is not None:
+            box.close()
         if own_context:
             context.destroy(linger=0)
-        run.probes += [(-2, what) for what in child_reports(folder)]
         run.seconds = time.monotonic() - started
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)

@@ -1,27 +1,33 @@
-"""``roofkit grade``: many submissions, in parallel, resumable, one result file per student.
+"""``roofkit grade``: many submissions, in parallel, resumable, one signed result file per student.
 
 For each submission (a file, or every notebook in a folder; the student id is
-the file's name, or its folder's):
+the file's name, or its folder's, checked by :mod:`.ids`: a name that is not an
+id is reported and skipped):
 
-1. read it (an empty, malformed or oversized file gets a zero and the reason);
+1. read it once (:func:`roofkit.grading.files.read_submission`): a regular
+   file only, at most 64 MB; a link, a FIFO, a device, an empty, malformed,
+   oversized or too deeply nested file gets a zero and the reason;
 2. rebuild the notebook this student was given, from the release's template,
    the roster and the secret, and compare the locked cells (edited, deleted,
    duplicated, moved are reported; a notebook missing most of them is another
    assignment and gets a zero);
-3. execute it in a fresh sandboxed kernel (:mod:`.execute`) and keep, for
-   each question, the last answer record from a cell that is not an unchanged
-   locked cell (the lesson's own demonstration calls do not count);
+3. execute it in a fresh sandboxed kernel (:mod:`.execute`, :mod:`.jail`) and
+   keep, for each question, the last answer record from a cell that is not an
+   unchanged locked cell (the lesson's own demonstrations do not count); a
+   kernel that does not start or is killed from outside its own code (the OOM
+   killer) makes the result ``error``, graded again on the next run;
 4. judge every answer against keys computed for this student's numbers
    (:mod:`.score`); run code answers on public and hidden cases in a clean
-   process (:mod:`.cases`);
-5. write ``OUT/results/STUDENT.json`` atomically (temporary file, then
-   ``os.replace``).
+   sandboxed process (:mod:`.cases`);
+5. write ``OUT/results/STUDENT.json`` atomically and signed with the course
+   secret (:mod:`.results`).
 
-A result whose submission, release and limits are unchanged is not graded
-again, so a run that was killed finishes where it stopped. :mod:`.report` then
-rebuilds the gradebook and feedback pages from all result files. Without a
-release (a learner grading their own notebook) the questions are those of the
-notebook's lessons, with the lessons' own numbers.
+A result whose submission, release and limits are unchanged (and whose
+signature holds) is not graded again, so a run that was killed finishes where
+it stopped; a new run first removes what a killed one left (:func:`.jail.reap`).
+:mod:`.report` then rebuilds the gradebook and feedback pages from all result
+files. Without a release (a learner grading their own notebook) the questions
+are those of the notebook's lessons, with the lessons' own numbers.
 """
 
 from __future__ import annotations
@@ -39,91 +45,123 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import InvalidValue
-from . import cells, variants
+from . import cells, files, ids, results, variants
 from .execute import Limits
+from .results import RESULTS
 
-__all__ = ["main", "collect", "Context", "grade_one", "RESULTS"]
+__all__ = ["main", "collect", "Context", "grade_one", "RESULTS", "load"]
 
-RESULTS = "results"
 # what a cell that looks for keys tends to say; a graded kernel has none to find (see .stripped, .release), and
 # the watch (.probe) reports what actually reached for one, however it was spelled
 _KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b|\b_load_bank\b|roofkit\.course\b"
                        r"|\bcourse\.lesson_\d|\bsys\.modules\b|\bgc\.get_objects\b|\bhidden_cases\b")
-GRADER_VERSION = 1
+GRADER_VERSION = 2
 MAX_FILE_BYTES = 64 * 2**20
 
 
 # --- what to grade -----------------------------------------------------------------------
 
 
-def _student_id(text: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9._@+-]+", "-", text).strip("-.")[:64]
-    return cleaned or "submission"
+def _lstat_kind(path: Path) -> str | None:
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    import stat
+
+    return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "other"
 
 
-def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_name: str | None = None
-            ) -> list[tuple[str, Path]]:
-    """(student id, file) for every submission: named files, and the notebooks in named folders."""
+def _notebooks_in(folder: Path) -> list[Path]:
+    """Files named *.ipynb under ``folder`` (regular or not: a link or a FIFO is refused later, with a note),
+    without following links to other folders and without checkpoints."""
+    found = []
+    for path, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        found += [Path(path, n) for n in sorted(names) if n.endswith(".ipynb") and not n.startswith(".")]
+    return found
+
+
+def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_name: str | None = None,
+            skipped: list[str] | None = None) -> list[tuple[str, Path]]:
+    """(student id, file) for every submission: named files, and the notebooks in named folders.
+
+    A file or folder whose name is not a student id (:mod:`.ids`) is left out and described in ``skipped``.
+    """
     found: list[tuple[str, Path]] = []
+    skipped = skipped if skipped is not None else []
 
-    def add_file(path: Path):
-        stem, parent = _student_id(path.stem), _student_id(path.parent.name)
-        named_for_release = notebook_name and path.stem == notebook_name
-        if roster and stem not in roster and parent in roster or named_for_release and parent != ".":
-            found.append((parent, path))
+    def add(student: str, path: Path, named: Path) -> None:
+        bad = ids.problem(student)
+        if bad:
+            skipped.append(f"skipped {files.text(str(named))!r}: {bad}")
         else:
-            found.append((stem, path))
+            found.append((student, path))
+
+    def add_file(path: Path) -> None:
+        stem, parent = path.stem, path.parent.name
+        named_for_release = notebook_name and stem == notebook_name
+        if roster and stem not in roster and parent in roster or named_for_release and parent not in (".", ""):
+            add(parent, path, path.parent)
+        else:
+            add(stem, path, path)
 
     for raw in paths:
         path = Path(raw)
-        if path.is_file():
-            add_file(path)
-        elif path.is_dir():
-            entries = sorted(p for p in path.iterdir() if not p.name.startswith("."))
-            for entry in entries:
-                if entry.is_file() and entry.suffix == ".ipynb":
-                    add_file(entry)
-                elif entry.is_dir() and entry.name != "__pycache__":
-                    inside = sorted(p for p in entry.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+        kind = _lstat_kind(path)
+        if kind is None:
+            raise InvalidValue(f"no such file or folder: {str(path)!r}.")
+        if kind == "dir":
+            for entry in sorted(p for p in path.iterdir() if not p.name.startswith(".")):
+                entry_kind = _lstat_kind(entry)
+                if entry.suffix == ".ipynb" and entry_kind != "dir":
+                    add_file(entry)  # a link or a FIFO named like a notebook: refused with a note when read
+                elif entry_kind == "dir" and entry.name != "__pycache__":
+                    inside = _notebooks_in(entry)
                     if notebook_name and len(inside) > 1:
                         inside = [p for p in inside if p.stem == notebook_name] or inside
                     if len(inside) > 1:
                         raise InvalidValue(f"{str(entry)!r} holds {len(inside)} notebooks; keep one per student.")
                     if inside:
-                        found.append((_student_id(entry.name), inside[0]))
+                        add(entry.name, inside[0], entry)
+                elif entry_kind == "other" and entry.is_symlink() and entry.is_dir():
+                    add(entry.name, entry, entry)  # a per-student folder that is a link: refused, with a note
         else:
-            raise InvalidValue(f"no such file or folder: {str(path)!r}.")
-    if not found:
+            add_file(path)
+    if not found and not skipped:
         raise InvalidValue(f"no notebooks found in {', '.join(map(str, paths))} (expected .ipynb files).")
     by_student: dict[str, list[Path]] = {}
     for student, path in found:
         by_student.setdefault(student, []).append(path)
     twice = {s: p for s, p in by_student.items() if len(p) > 1}
     if twice:
-        student, files = next(iter(sorted(twice.items())))
-        raise InvalidValue(f"student {student!r} has {len(files)} submissions ({', '.join(map(str, files))}); "
+        student, paths_ = next(iter(sorted(twice.items())))
+        raise InvalidValue(f"student {student!r} has {len(paths_)} submissions ({', '.join(map(str, paths_))}); "
                            "keep one per student.")
     return sorted(found)
 
 
-def load(path: Path):
-    """The notebook in ``path``, or the reason it cannot be graded."""
+def load(data: bytes | Path):
+    """The notebook in ``data`` (bytes read once, or a path), or the reason it cannot be graded."""
     import nbformat
 
-    size = path.stat().st_size
-    if size == 0:
+    if isinstance(data, (str, Path)):
+        read = files.read_submission(data, MAX_FILE_BYTES)
+        if read.refused:
+            return None, read.refused
+        data = read.data
+    if not data:
         return None, "the file is empty"
-    if size > MAX_FILE_BYTES:
-        return None, (f"the file is {size / 2**20:.0f} MB, over the {MAX_FILE_BYTES // 2**20} MB limit: clear the "
-                      "outputs (Edit > Clear Outputs of All Cells), save, and hand it in again")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+        parsed = json.loads(data.decode("utf-8", errors="replace"))
+    except RecursionError:
+        return None, "not a notebook: its JSON is nested too deeply"
     except ValueError as error:
-        return None, f"not a notebook: the file is not valid JSON ({str(error)[:120]})"
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return None, f"not a notebook: the file is not valid JSON ({files.text(str(error), 120)})"
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("cells"), list):
         return None, "not a Jupyter notebook: it has no list of cells"
     kept = []
-    for index, cell in enumerate(data["cells"]):
+    for index, cell in enumerate(parsed["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
             continue
         text = cell.get("source", "")
@@ -131,14 +169,17 @@ def load(path: Path):
             text = "".join(t for t in text if isinstance(t, str))
         if not isinstance(text, str):
             continue
-        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        new = {"cell_type": cell["cell_type"], "source": text, "metadata": metadata,
-               "id": str(cell.get("id") or f"cell-{index}")[:64]}
+        metadata = files.clean(cell.get("metadata")) if isinstance(cell.get("metadata"), dict) else {}
+        new = {"cell_type": cell["cell_type"], "source": files.text(text), "metadata": metadata,
+               "id": files.text(str(cell.get("id") or f"cell-{index}"), 64)}
         if cell["cell_type"] == "code":
             new.update(outputs=[], execution_count=None)
         kept.append(new)
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    nb = nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": kept})
+    metadata = files.clean(parsed.get("metadata")) if isinstance(parsed.get("metadata"), dict) else {}
+    try:
+        nb = nbformat.from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": kept})
+    except RecursionError:
+        return None, "not a notebook: it is nested too deeply"
     return nb, None
 
 
@@ -149,11 +190,18 @@ class Context:
     """Everything that is the same for every student of one grading run."""
 
     def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits(),
-                 bank: str | Path | None = None):
+                 bank: str | Path | None = None, feedback: str | None = None, plan=None):
         from .. import quiz
         from . import release as _release  # noqa: F401 - imported once here, not half-way in a worker thread
+        from .score import LEVELS, default_level
 
         self.release, self.secret, self.limits = release, secret, limits
+        if feedback is not None and feedback not in LEVELS:
+            raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")
+        # how kernels are fenced: grade.main chooses (and refuses where there is no sandbox); anyone else building
+        # a context (a script reading a release) gets the best this machine offers, without a refusal
+        self.plan = plan if plan is not None else _own_plan(limits.sandbox)
+        self.signing_key = results.key(secret)
         self.roster = release.students if release else None
         private = None
         if release:
@@ -168,10 +216,17 @@ class Context:
         self.bank = quiz.by_id()  # a past release's renamed ids too
         self._others: dict[str, dict] = {}
         self._lock = threading.Lock()
+        recorded = release.manifest.get("feedback") if release else None
+        self.levels = {q["id"]: feedback or recorded or default_level(bool(q.get("private"))) for q in self.questions}
         setup = {"release": release.manifest if release else None, "limits": asdict(limits),
                  "secret": variants.fingerprint(secret) if secret else None, "grader": GRADER_VERSION,
-                 "bank": private.manifest()["source_sha256"] if private else None}
+                 "bank": private.manifest()["source_sha256"] if private else None, "sandbox": self.plan.kind,
+                 "feedback": self.levels}
         self.fingerprint = hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def level(self, question_id: str) -> str:
+        """The feedback level of one question (a learner's own notebook: everything)."""
+        return self.levels.get(question_id, "ratio")
 
     def preamble(self, student: str, questions: list[dict]) -> str:
         """What the grader runs in the kernel before the notebook: the questions as this student was given them.
@@ -212,6 +267,17 @@ class Context:
                                              for s in self.roster or []} \
                     if self.secret and self.bank[question_id].variants else {}
             return self._others[question_id]
+
+
+def _own_plan(mode: str = "auto"):
+    """Bubblewrap where it works, else no sandbox (said in every report): for a learner's own notebook, whose code
+    is their own, and for contexts built outside a grading run."""
+    from . import jail
+
+    try:
+        return jail.choose(mode)
+    except jail.SandboxUnavailable:
+        return jail.choose("none")
 
 
 def _self_questions(nb) -> list[dict]:
@@ -279,27 +345,37 @@ def _why_unanswered(qid: str, nb, run, locked: set[int]) -> str:
         return f"not answered: {run.stopped}"
     errors = [text for i, text in (run.errors if run else []) if i in where]
     if errors:
-        return f"not answered: the cell checking it raised {errors[-1]}"
+        from .execute import error_name
+
+        return f"not answered: the cell checking it raised {error_name(errors[-1])}"
     return "not answered"
 
 
-def grade_one(context: Context, student: str, path: Path, cancel: threading.Event | None = None) -> dict | None:
-    """The result of one submission (None if cancelled before the end)."""
+def grade_one(context: Context, student: str, path: Path | files.Submission, cancel: threading.Event | None = None,
+              submission: files.Submission | None = None) -> dict | None:
+    """The result of one submission (None if cancelled before the end).
+
+    ``submission``: the file as already read (:func:`files.read_submission`); else it is read here, once.
+    """
     from .. import quiz
     from . import cases as code_cases
     from . import execute, score
 
     started = time.monotonic()
-    digest = sha256(path)
+    if submission is None:
+        submission = files.read_submission(path, MAX_FILE_BYTES)
+    digest = submission.sha256
     result = {"roofkit_result": 1, "student": student, "assignment": context.name, "fingerprint": context.fingerprint,
-              "submission": str(path), "submission_sha256": digest, "status": "graded", "notes": [], "flags": [],
-              "integrity": None, "execution": None, "variant": context.numbers(student)}
+              "submission": files.text(str(path)), "submission_sha256": digest, "status": "graded", "notes": [],
+              "flags": [], "integrity": None, "execution": {"sandbox": {**context.plan.to_dict()}},
+              "variant": context.numbers(student)}
     if context.roster is not None and student not in context.roster:
         result["flags"].append("not on the roster: graded with the lessons' own numbers")
-    nb, unreadable = load(path)
+    nb, unreadable = load(submission.data) if not submission.refused else (None, submission.refused)
     questions = context.questions or (_self_questions(nb) if nb is not None else [])
     result["questions"] = [{"id": q["id"], "lesson": q["lesson"], "kind": q["kind"], "max_points": q["points"],
-                            "points": 0.0, "verdict": "not answered", "reason": "", "answer": None} for q in questions]
+                            "points": 0.0, "verdict": "not answered", "reason": "", "answer": None,
+                            "feedback": context.level(q["id"])} for q in questions]
     if nb is not None and not questions:
         result["notes"].append("no question of the course was found in this notebook")
     if unreadable:
@@ -332,12 +408,19 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
         if cell.cell_type == "code" and index not in locked and _KEY_PEEK.search(cell.source):
             result["flags"].append(f"cell {index + 1} looks for roofkit's answer keys "
                                    f"({_KEY_PEEK.search(cell.source)[0]})")
-    run = execute.main(nb, limits=context.limits, cancel=cancel, preamble=context.preamble(student, questions))
+    run = execute.main(nb, limits=context.limits, cancel=cancel, preamble=context.preamble(student, questions),
+                       plan=context.plan)
     if cancel is not None and cancel.is_set():
         return None
     result["execution"] = run.to_dict()
     result["notes"] += run.notes()
     result["flags"] += _probe_flags(run.probes)
+    if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
+        result["status"] = "error"
+        result["notes"] = [f"not graded: {run.failed}; it is graded again on the next run"]
+        for q in result["questions"]:
+            q["reason"] = "not graded: the grader could not run your notebook fairly; it will be graded again"
+        return _finish(result, started)
     wanted = {q["id"] for q in result["questions"]}
     chosen, counts, ignored = _pick(run.records, locked, wanted)
     result["notes"] += ignored
@@ -378,7 +461,7 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
         row["answer"] = None if answer is None else score.answer_text(answer)
         judged = score.judge_answer(question, answer)
         row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason,
-                   misconception=judged.misconception)
+                   misconception=judged.misconception, reason_level=judged.reason_level)
         if judged.verdict == "wrong" and question.kind == "numeric" and not judged.misconception:
             copied = _copied_from(context, student, qid, answer)
             if copied:
@@ -386,26 +469,21 @@ def grade_one(context: Context, student: str, path: Path, cancel: threading.Even
                     "This is the answer to this question with other numbers than yours: use the numbers in your prompt."
                 result["flags"].append(f"{qid}: the answer is the key of {', '.join(copied[:3])}'s numbers")
     if code_items:
-        settings = execute.sandbox_settings(context.limits, "")
-        folder = execute.make_folder(nb, settings["user"])
-        settings["write"] = [folder]
+        box = execute.Box(context.limits, context.plan)
         reached: list[str] = []
+        lines = {}
         try:
-            lines = code_cases.run(code_items, workdir=os.path.join(folder, "work"),
-                                   env={**execute.sandbox_env(folder), "PYTHONPATH": settings["package"]},
-                                   settings=settings, case_s=context.limits.case_s, probes=reached)
-            reached += [w for w in execute.child_reports(folder) if w not in reached]
+            lines = code_cases.run(code_items, box=box, case_s=context.limits.case_s, probes=reached)
+            reached += [w for w in box.reports() if w not in reached]
             if reached:
                 result["flags"].append(f"a code answer ({', '.join(i['q'] for i in code_items)}) reached for "
                                        f"roofkit's answer keys while its cases ran: {'; '.join(reached[:3])}")
         finally:
-            import shutil
-
-            execute.kill_strays(folder)
-            shutil.rmtree(folder, ignore_errors=True)
+            box.close()
         for qid, (row, question) in code_rows.items():
             judged = score.score_code(question, {i: v for (q, i), v in lines.items() if q == qid}, len(question.cases))
-            row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason, cases=judged.cases)
+            row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason, cases=judged.cases,
+                       reason_level=judged.reason_level)
     return _finish(result, started)
 
 
@@ -464,45 +542,32 @@ def _finish(result: dict, started: float) -> dict:
 # --- many students -----------------------------------------------------------------------
 
 
-def sha256(path: Path) -> str:
-    with open(path, "rb") as file:  # in chunks: a submission may be gigabytes
-        return hashlib.file_digest(file, "sha256").hexdigest()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-
-
-def _done(out: Path, student: str, digest: str, fingerprint: str) -> bool:
-    try:
-        old = json.loads((out / RESULTS / f"{student}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (old.get("submission_sha256") == digest and old.get("fingerprint") == fingerprint
+def _done(out: Path, student: str, digest: str, fingerprint: str, signing_key: bytes | None) -> bool:
+    """Already graded: a result for this submission and this setup, whose signature holds and that is no error."""
+    stored = results.read(out / RESULTS / f"{student}.json", signing_key)
+    old = stored.data
+    return (old is not None and old.get("submission_sha256") == digest and old.get("fingerprint") == fingerprint
             and old.get("status") != "error")
 
 
 def main(submissions: list[str | Path], *, out: str | Path, release: str | Path | None = None,
          secret_file: str | Path | None = None, workers: int | None = None, limits: Limits = Limits(),
          regrade: bool = False, progress: bool = True, on_result=None, bank: str | Path | None = None,
-         shard: tuple[int, int] | None = None, export: list[str] = (), column: str | None = None) -> dict:
+         shard: tuple[int, int] | None = None, export: list[str] = (), column: str | None = None,
+         feedback: str | None = None) -> dict:
     """Grade ``submissions`` into ``out``; return the summary :func:`roofkit.grading.report.main` builds.
 
     ``bank``: the private questions of the release (default: where the release says they were).
     ``shard=(k, n)``: grade only the students of shard k of n (:mod:`roofkit.grading.shard`).
     ``export``: also write the gradebook for an LMS ("canvas", "moodle"; :mod:`roofkit.grading.export`),
     with ``column`` as the grade column's title (default: the assignment's name).
+    ``feedback``: how much the feedback pages say (:data:`roofkit.grading.score.LEVELS`; default: what the
+    release chose, else ``ratio`` for the course's questions and ``misconception`` for private ones).
+    ``limits.sandbox``: "auto" (bubblewrap, refused where it is missing) or "none" (the instructor's choice).
     ``on_result(result)`` is called after each result file is written (the tests use it to stop a run).
     """
     from . import export as exports
-    from . import report
+    from . import jail, report
     from . import shard as shards
     from .assign import read_release
 
@@ -515,51 +580,64 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
             raise InvalidValue(f"unknown --export {unknown[0]!r}; expected one of: {', '.join(exports.FORMATS)}.")
     loaded = read_release(release) if release else None
     secret = variants.read_secret(secret_file) if loaded and loaded.manifest.get("secret_fingerprint") else None
-    context = Context(loaded, secret, limits, bank)
-    found = collect(submissions, context.roster, loaded.name if loaded else None)
+    # a class's notebooks run in a sandbox, or with the instructor's explicit --sandbox none; a learner's own
+    # notebook (no release) runs only their own code, so it is never refused
+    plan = jail.choose(limits.sandbox) if loaded or limits.sandbox != "auto" else _own_plan()
+    context = Context(loaded, secret, limits, bank, feedback, plan)
+    skipped_files: list[str] = []
+    found = collect(submissions, context.roster, loaded.name if loaded else None, skipped_files)
     roster = context.roster
     if shard:
         k, n = shard
         found = [(s, p) for s, p in found if shards.owner(s, n) == k]
         roster = [s for s in roster if shards.owner(s, n) == k] if roster is not None else None
+    cleaned = jail.reap()  # what a grader that was killed left: temporary folders, processes, cgroups
     (out / RESULTS).mkdir(parents=True, exist_ok=True)
     if shard:
         students = sorted({s for s, _ in found} | set(roster or []))
-        write_atomic(out / shards.MANIFEST, json.dumps(shards.manifest(context, k, n, students), indent=1) + "\n")
+        shards.write_manifest(out, shards.manifest(context, k, n, students), context.signing_key)
     for stale in (out / RESULTS).glob(".*.tmp"):  # left by a run that was killed mid-write
         stale.unlink(missing_ok=True)
-    todo = [(s, p) for s, p in found
-            if regrade or not _done(out, s, sha256(p), context.fingerprint)]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workers = max(1, workers or cores)
     cancel = threading.Event()
+    counts = {"graded": 0, "skipped": 0}
+    counts_lock = threading.Lock()
 
     def job(student: str, path: Path):
+        submission = files.read_submission(path, MAX_FILE_BYTES)  # read once: digest and notebook from these bytes
+        if not regrade and _done(out, student, submission.sha256, context.fingerprint, context.signing_key):
+            with counts_lock:
+                counts["skipped"] += 1
+            return None
         try:
-            result = grade_one(context, student, path, cancel)
+            result = grade_one(context, student, path, cancel, submission)
         except Exception as error:  # noqa: BLE001 - one student's problem never stops the class
             result = _finish({"roofkit_result": 1, "student": student, "assignment": context.name,
-                              "fingerprint": context.fingerprint, "submission": str(path),
-                              "submission_sha256": sha256(path),
-                              "status": "error", "notes": [f"grader error: {type(error).__name__}: {error}"],
-                              "flags": [], "questions": [], "traceback": traceback.format_exc()[-4000:]},
-                             time.monotonic())
-        if result is not None:
-            try:
-                write_atomic(out / RESULTS / f"{student}.json", json.dumps(result, indent=1, default=str))
-            except OSError as error:  # a full disk: this student stays ungraded, and a rerun retries
-                print(f"roofkit: could not write the result of {student}: {error}", file=sys.stderr)
-                return None
-        return result
+                              "fingerprint": context.fingerprint, "submission": files.text(str(path)),
+                              "submission_sha256": submission.sha256, "status": "error",
+                              "notes": ["not graded: the grader failed on this notebook; it is graded again on the "
+                                        "next run"],
+                              "flags": [f"grader error: {type(error).__name__}: {files.text(str(error), 300)}"],
+                              "questions": [], "traceback": traceback.format_exc()[-4000:]}, time.monotonic())
+        if result is None:
+            return None
+        with counts_lock:
+            counts["graded"] += 1
+        try:
+            return results.write(out, result, context.signing_key)
+        except (OSError, ValueError, TypeError, RecursionError) as error:  # a full disk: a rerun retries
+            print(f"roofkit: could not write the result of {student}: {error}", file=sys.stderr)
+            return None
 
     bar = None
-    if progress and todo:
+    if progress and found:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc="grading", unit="notebook")
-    pool = ThreadPoolExecutor(max_workers=min(workers, max(1, len(todo))))
+        bar = tqdm(total=len(found), desc="grading", unit="notebook")
+    pool = ThreadPoolExecutor(max_workers=min(workers, max(1, len(found))))
     try:
-        futures = [pool.submit(job, s, p) for s, p in todo]
+        futures = [pool.submit(job, s, p) for s, p in found]
         for future in as_completed(futures):
             result = future.result()
             if bar is not None:
@@ -575,11 +653,14 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
         pool.shutdown(wait=True)
         if bar is not None:
             bar.close()
-    summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None)
-    summary.update(graded=len(todo), skipped=len(found) - len(todo), workers=workers)
+    summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None,
+                          signing_key=context.signing_key, sandbox=context.plan.describe())
+    summary.update(graded=counts["graded"], skipped=counts["skipped"], workers=workers,
+                   skipped_files=skipped_files, cleaned=cleaned, sandbox_plan=context.plan.describe())
     if shard:
         summary["shard"] = list(shard)
     if export:
         people = loaded.manifest.get("people") if loaded else None
-        summary["exports"] = exports.main(out, list(export), assignment=context.name, people=people, column=column)
+        summary["exports"] = exports.main(out, list(export), assignment=context.name, people=people, column=column,
+                                          rows=summary["students"])
     return summary

@@ -1,6 +1,9 @@
-"""The fence around a student's code: limits, privileges and the files it may touch.
+"""The fence a sandboxed process puts on itself: limits, privileges and the files it may touch.
 
-A kernel (or the runner of code-question cases) is started as
+The sandbox around it (bubblewrap's namespaces, its tmpfs, cgroups) is set up
+from outside by :mod:`roofkit.grading.jail`; this is the layer inside, which
+also holds on its own where there is no sandbox (``--sandbox none``). A
+kernel (or the runner of code-question cases) is started as
 
     python -I -c "...; from roofkit.grading.sandbox import main; main()" PACKAGE KERNEL-ARGS...
 
@@ -11,13 +14,15 @@ before any student code runs). Before handing over to ``ipykernel_launcher``
 (or ``roofkit.grading.cases``) this process, in order:
 
 1. sets resource limits: CPU seconds, address space, size of any file written,
-   no core dumps (a segfault stays a short message, not a 1 GB file);
-2. when started as root: switches to an unprivileged user (``nobody``) if one
-   was named, or else drops every capability, so that the code is not root in
-   any useful sense;
+   processes of its user (where the jail gave it a user of its own, or a user
+   namespace), no core dumps (a segfault stays a short message, not a 1 GB file);
+2. when started as root: switches to the user id the jail chose for it (one
+   per kernel), or else drops every capability, so that the code is not root
+   in any useful sense;
 3. on Linux 5.13 and later, restricts itself with Landlock: it may read the
-   Python installation and the copy of roofkit, read and write its own
-   private folder, and nothing else (not the real roofkit package and its
+   Python installation, the copy of roofkit and the few files of ``/etc``
+   Python needs, read and write its own private folder, and nothing else
+   (not the real roofkit package and its
    question bank, not a private bank, not the course secret, not other
    students' notebooks, not the grader's results); from Landlock ABI 4 it may
    bind only the kernel's own TCP ports and connect to none; from ABI 6 it may
@@ -56,9 +61,11 @@ _RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on every Linux architecture
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
 
-# Read-only system folders a Python process needs (shared libraries, certificates, /dev/urandom, /proc/self).
+# Read-only system folders a Python process needs (shared libraries, /dev/urandom, /proc/self). Of /etc only what
+# Python, the dynamic loader and matplotlib read (never shadow, the machine's keys or its configuration).
 # Device nodes one by one: a raw disk under /dev would let root (even without capabilities) read any file.
-_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys",
+_SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys",
+                "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/fonts",
                 "/dev/urandom", "/dev/random", "/dev/zero", "/dev/full")
 
 
@@ -200,22 +207,20 @@ def _drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def _switch_user(name: str) -> None:
-    import pwd
-
-    entry = pwd.getpwnam(name)
+def _switch_user(uid: int, gid: int) -> None:
     os.setgroups([])
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
+    os.setgid(gid)
+    os.setuid(uid)
 
 
 def confine(settings: dict) -> dict:
     """Apply the limits, privilege drop and Landlock described in ``settings``; return what applied."""
     applied = {}
-    limits = {"cpu_s": resource.RLIMIT_CPU, "memory_bytes": resource.RLIMIT_AS, "file_bytes": resource.RLIMIT_FSIZE}
+    limits = {"cpu_s": resource.RLIMIT_CPU, "memory_bytes": resource.RLIMIT_AS, "file_bytes": resource.RLIMIT_FSIZE,
+              "processes": getattr(resource, "RLIMIT_NPROC", None)}
     for key, which in [*limits.items(), ("core_bytes", resource.RLIMIT_CORE)]:
         value = settings.get(key, 0) if key == "core_bytes" else settings.get(key)
-        if value is None or (not value and key != "core_bytes"):
+        if which is None or value is None or (not value and key != "core_bytes"):
             continue
         try:  # macOS refuses some limits (RLIMIT_AS); the others still apply
             resource.setrlimit(which, (int(value), int(value)))
@@ -224,9 +229,9 @@ def confine(settings: dict) -> dict:
             pass
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file past the cap: the write fails, the process lives
     if os.geteuid() == 0 and platform.system() == "Linux":
-        if settings.get("user"):
-            _switch_user(settings["user"])
-            applied["user"] = settings["user"]
+        if settings.get("uid") is not None:  # a user id of its own (the grader's jail chose it)
+            _switch_user(int(settings["uid"]), int(settings.get("gid", settings["uid"])))
+            applied["user"] = int(settings["uid"])
         else:
             _drop_capabilities()
             applied["user"] = "root without capabilities"

@@ -10,7 +10,12 @@ line. That reader parses text with its own grammar and never evaluates it, so
 Code questions are scored per case: the function's results come back from the
 clean process of :mod:`roofkit.grading.cases` and are compared here with the
 keys; public cases say what the function returned, hidden ones only that they
-failed.
+failed (never an exception's name or text: the student's code can build those
+from the hidden case's arguments).
+
+Each reason carries the feedback level it needs (:data:`LEVELS`): a wrong
+number's size and direction ("too large by about 3x") is ``ratio``, the text of
+a known misconception is ``misconception``, everything else ``verdict``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,16 @@ from dataclasses import dataclass, field
 
 from ..answers import MAX_LENGTH as MAX_TEXT
 
-__all__ = ["Score", "judge_answer", "score_code", "answer_text"]
+__all__ = ["Score", "judge_answer", "score_code", "answer_text", "LEVELS", "HIDDEN_DETAILS", "default_level"]
+
+LEVELS = ("none", "verdict", "misconception", "ratio")  # how much a feedback page says, least first
+HIDDEN_DETAILS = ("wrong", "did not finish in time", "did not run", "raised an exception", "not a number")
+
+
+def default_level(private: bool) -> str:
+    """A course question's feedback shows how far off a number is; a private question's does not (it would give
+    its key away over a few resubmissions)."""
+    return "misconception" if private else "ratio"
 
 
 @dataclass
@@ -31,11 +45,17 @@ class Score:
     misconception: str | None = None
     cases: list[dict] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
+    reason_level: str = "verdict"  # the feedback level from which ``reason`` may be shown to the student
 
 
 def answer_text(answer) -> str:
-    text = answer if isinstance(answer, str) else repr(answer)
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "..."
+    from .files import text as valid
+
+    try:
+        text = answer if isinstance(answer, str) else repr(answer)
+    except (RecursionError, ValueError, TypeError):  # a structure nested past repr's limits
+        text = f"({type(answer).__name__}, nested too deeply to show)"
+    return valid(text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "...")
 
 
 def _unreadable(question, why: str) -> Score:
@@ -64,7 +84,11 @@ def judge_answer(question, answer) -> Score:
         return Score(0.0, "not answered", verdict.feedback)
     if verdict.correct:
         return Score(float(question.points), "correct")
-    return Score(0.0, "wrong", verdict.feedback, verdict.misconception)
+    if verdict.misconception:
+        level = "misconception"
+    else:
+        level = "ratio" if question.kind == "numeric" else "verdict"
+    return Score(0.0, "wrong", verdict.feedback, verdict.misconception, reason_level=level)
 
 
 def score_code(question, results: dict[int, dict], public: int) -> Score:
@@ -85,6 +109,8 @@ def score_code(question, results: dict[int, dict], public: int) -> Score:
             ok, detail = False, "did not run (the time limit for your function ran out, or it crashed the process)"
         elif "error" in line:
             ok, detail = False, str(line["error"])[:200]
+            if hidden:  # the grader's own words only: the name and text are the student's code's
+                detail = "did not finish in time" if detail.startswith("took longer than") else "raised an exception"
         elif "value" in line and isinstance(line["value"], (int, float)):
             try:
                 ok = quiz.close_enough(float(line["value"]), float(question.key(*args)), question.rtol)
@@ -93,8 +119,8 @@ def score_code(question, results: dict[int, dict], public: int) -> Score:
             detail = "" if ok else f"returned {line['value']!r}"
         else:
             ok, detail = False, f"returned {line.get('repr', line.get('value'))}, not a number"
-        if hidden and not ok:
-            detail = detail.split(":")[0] if "error" in (line or {}) else "wrong"
+        if hidden and not ok and detail not in HIDDEN_DETAILS:
+            detail = "did not run" if line is None else "wrong"
         passed += ok
         cases.append({"case": label, "hidden": hidden, "passed": ok, "detail": detail})
     points = float(question.points) * passed / len(all_cases)
@@ -102,4 +128,5 @@ def score_code(question, results: dict[int, dict], public: int) -> Score:
         return Score(points, "correct", f"passed all {len(all_cases)} cases", cases=cases)
     first = next(c for c in cases if not c["passed"])
     reason = f"{passed} of {len(all_cases)} cases passed; {first['case']}: {first['detail']}"
-    return Score(points, "partial" if passed else "wrong", reason, cases=cases)
+    return Score(points, "partial" if passed else "wrong", reason, cases=cases,
+                 reason_level="verdict" if first["hidden"] else "misconception")

@@ -13,7 +13,11 @@ and with what (release, secret and bank fingerprints, limits, grader version).
 ``roofkit grade --merge OUT-1 ... OUT-N --out OUT`` checks that the shards are
 all N shards of one grading (same release, same limits, each shard once) and
 builds one gradebook, results file and feedback set from their result files,
-exactly as one run on one machine would have.
+exactly as one run on one machine would have. With a course secret
+(``--secret-file``), every manifest and result file must carry its signature
+(:mod:`roofkit.grading.results`): a shard with a changed file is refused. A
+result whose student is not a valid id (:mod:`roofkit.grading.ids`) is
+reported and left out; nothing is ever written outside ``--out``.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ import re
 from pathlib import Path
 
 from ..errors import InvalidValue
+from . import files, ids, results
 
-__all__ = ["parse", "owner", "MANIFEST", "manifest", "merge"]
+__all__ = ["parse", "owner", "MANIFEST", "manifest", "write_manifest", "merge"]
 
 MANIFEST = "shard.json"
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
@@ -59,10 +64,15 @@ def manifest(context, k: int, n: int, students: list[str]) -> dict:
             "people": release.get("people") or {}, "students": students}
 
 
+def write_manifest(out: Path, data: dict, signing_key: bytes | None) -> None:
+    """Write OUT/shard.json, signed like a result."""
+    files.write_atomic(Path(out) / MANIFEST, json.dumps(results.sign(data, signing_key), indent=1) + "\n")
+
+
 def _read(folder: Path) -> dict:
     try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
         raise InvalidValue(f"{str(folder)!r} is not the output of a sharded grading (no {MANIFEST}): grade with "
                            "--shard K/N --out FOLDER first.") from None
     if not isinstance(data, dict) or data.get("roofkit_shard") != 1:
@@ -89,10 +99,13 @@ def _same(first: dict, other: dict, where: str, first_where: str) -> None:
                            f"{first['shard'][0]}/{first['shard'][1]}: merge shards of one split.")
 
 
-def merge(folders: list[str | Path], *, out: str | Path) -> dict:
-    """Build OUT's gradebook, results.json and feedback from shard outputs; return the report's summary."""
-    from . import report
-    from .grade import RESULTS, write_atomic
+def merge(folders: list[str | Path], *, out: str | Path, secret_file: str | Path | None = None) -> dict:
+    """Build OUT's gradebook, results.json and feedback from shard outputs; return the report's summary.
+
+    ``secret_file``: the course secret, needed when the release has one (the shards' files are signed with it).
+    """
+    from . import report, variants
+    from .results import RESULTS
 
     folders = [Path(f) for f in folders]
     out = Path(out)
@@ -115,37 +128,59 @@ def merge(folders: list[str | Path], *, out: str | Path) -> dict:
     if missing:
         raise InvalidValue(f"shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing: merge all {n} shards, "
                            "or the students they hold would be listed as missing.")
-    results: dict[str, tuple[Path, str]] = {}
+    expected = first["release"].get("secret_fingerprint")
+    secret = variants.read_secret(secret_file) if secret_file else None
+    if expected and secret is None:
+        raise InvalidValue("these shards are signed with the course secret: pass its --secret-file to --merge.")
+    if expected and variants.fingerprint(secret) != expected:
+        raise InvalidValue(f"this secret is not the one the shards were graded with (fingerprint "
+                           f"{variants.fingerprint(secret)}, expected {expected}).")
+    signing_key = results.key(secret) if expected else None
+    for folder, data in zip(folders, shards):
+        if not results.verify(data, signing_key):
+            raise InvalidValue(f"{str(folder / MANIFEST)!r} fails its signature check: it was changed after "
+                               "grading, or graded with another course secret.")
+    merged: dict[str, tuple[Path, str]] = {}
+    skipped: list[str] = []
     for folder, data in zip(folders, shards):
         for path in sorted((folder / RESULTS).glob("*.json")):
             if path.name.startswith("."):
                 continue
-            try:
-                result = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            if path.is_symlink() or not path.is_file():
+                skipped.append(f"skipped {files.text(str(path))!r}: not a regular file")
                 continue
-            if not isinstance(result, dict) or result.get("roofkit_result") != 1 \
-                    or result.get("assignment") != first["assignment"]:
+            bad = ids.problem(path.stem)
+            if bad:
+                skipped.append(f"skipped {files.text(str(path))!r}: {bad}")
                 continue
-            student = str(result.get("student"))
+            stored = results.read(path, signing_key, first["assignment"])
+            if stored.data is None:
+                if stored.problem and "signature" in stored.problem:
+                    raise InvalidValue(f"{str(path)!r}: {stored.problem}: grade shard {data['shard'][0]}/{n} again "
+                                       "before merging.")
+                if stored.problem:
+                    skipped.append(f"skipped {files.text(str(path))!r}: {stored.problem}")
+                continue
+            result = stored.data
+            student = result["student"]
             if result.get("fingerprint") != first["fingerprint"]:
                 raise InvalidValue(f"{str(path)!r} was graded with other settings than its shard: grade shard "
                                    f"{data['shard'][0]}/{n} again before merging.")
-            if owner(student, n) != data["shard"][0] or student in results:
+            if owner(student, n) != data["shard"][0] or student in merged:
                 raise InvalidValue(f"{str(path)!r}: student {student!r} belongs to shard {owner(student, n)}/{n}, "
                                    f"not {data['shard'][0]}/{n}.")
-            results[student] = (path, path.read_text(encoding="utf-8"))
+            merged[student] = (path, stored.text)
     (out / RESULTS).mkdir(parents=True, exist_ok=True)
     for old in (out / RESULTS).glob("*.json"):  # a merge replaces what an earlier merge wrote
-        if old.stem not in results:
+        if old.stem not in merged:
             old.unlink()
-    for student, (_, text) in sorted(results.items()):
-        write_atomic(out / RESULTS / f"{student}.json", text)
-    summary = report.main(out, assignment=first["assignment"], roster=first["roster"],
-                          questions=first["questions"] or None)
-    write_atomic(out / "merged.json", json.dumps({"roofkit_merged": 1, "assignment": first["assignment"],
-                                                  "fingerprint": first["fingerprint"], "shards": n,
-                                                  "from": [str(f) for f in folders], "people": first["people"],
-                                                  "students": len(results)}, indent=1) + "\n")
-    summary.update(merged=[str(f) for f in folders], people=first["people"])
+    for student, (_, text) in sorted(merged.items()):
+        files.write_atomic(out / RESULTS / f"{student}.json", text)
+    roster = [s for s in first["roster"] or [] if ids.problem(s) is None] if first["roster"] is not None else None
+    summary = report.main(out, assignment=first["assignment"], roster=roster,
+                          questions=first["questions"] or None, signing_key=signing_key)
+    files.write_atomic(out / "merged.json", json.dumps(files.clean(
+        {"roofkit_merged": 1, "assignment": first["assignment"], "fingerprint": first["fingerprint"], "shards": n,
+         "from": [str(f) for f in folders], "people": first["people"], "students": len(merged)}), indent=1) + "\n")
+    summary.update(merged=[str(f) for f in folders], people=first["people"], skipped_files=skipped)
     return summary

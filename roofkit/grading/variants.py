@@ -22,18 +22,18 @@ import hashlib
 import hmac
 import itertools
 import math
-import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidValue
+from .ids import RULE as _ID_RULE
+from .ids import STUDENT_ID
 
 __all__ = ["read_roster", "read_people", "read_secret", "fingerprint", "combinations", "draw", "pick", "variant",
            "STUDENT_ID"]
 
-STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 MAX_COMBINATIONS = 4096
 
 
@@ -53,8 +53,7 @@ def read_roster(path: str | Path) -> list[str]:
     ids = [row[column or 0].strip() for row in body if len(row) > (column or 0)]
     for student in ids:
         if not STUDENT_ID.fullmatch(student):
-            raise InvalidValue(f"roster {str(path)!r}: bad student id {student!r}; ids use letters, digits "
-                               "and . _ @ + - (up to 64 characters, starting with a letter or digit).")
+            raise InvalidValue(f"roster {str(path)!r}: bad student id {student!r}; {_ID_RULE}.")
     duplicates = sorted({s for s in ids if ids.count(s) > 1})
     if duplicates:
         raise InvalidValue(f"roster {str(path)!r}: student id(s) listed twice: {', '.join(duplicates)}.")
