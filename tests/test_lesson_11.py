@@ -120,10 +120,10 @@ def test_mfu_at_the_roofline_is_the_gemms_share_of_time():
     on_h100 = key("l11.mfu", hw="h100")
     assert math.isclose(on_h100, layerview.total(placed, GEMMS) / layerview.total(placed), rel_tol=1e-9)
     assert 0.83 < on_h100 < 0.85
-    # the lesson prints the H100's table, whose GEMM shares sum to that MFU: the question asks for the A100
-    assert quiz.get("l11.mfu").params["hw"] == "a100"
-    on_a100 = layerview.place(LLAMA3.layer_ops(1, 4096), "a100", "bf16")
-    assert math.isclose(key("l11.mfu"), layerview.total(on_a100, GEMMS) / layerview.total(on_a100), rel_tol=1e-9)
+    # the lesson prints the H100's table, whose GEMM shares sum to that MFU: the question asks for the MI300X
+    assert quiz.get("l11.mfu").params["hw"] == "mi300x"
+    on_mi300x = layerview.place(LLAMA3.layer_ops(1, 4096), "mi300x", "bf16")
+    assert math.isclose(key("l11.mfu"), layerview.total(on_mi300x, GEMMS) / layerview.total(on_mi300x), rel_tol=1e-9)
     assert verdict("l11.mfu", on_h100).correct is False
 
 

@@ -331,8 +331,8 @@ register(
         prompt=("A forward pass through every layer of {model} (batch {batch}, {seq} tokens; no embedding or output "
                 "layer) runs every kernel exactly at its roofline bound on {hw} in {dtype}. What MFU does that imply, "
                 "counting model FLOPs as 6ND's forward share, 2N per token, with N the weights of the layers?"),
-        # on the A100: on the H100 the answer is the sum of the GEMM rows' shares in the table the lesson prints
-        params={**_PREFILL, "hw": "a100"},
+        # on the MI300X: on the H100 the answer is the sum of the GEMM rows' shares in the table the lesson prints
+        params={**_PREFILL, "hw": "mi300x"},
         variants={**_PREFILL_VARIANTS, "hw": ("h100", "a100", "mi300x")},
         key=lambda **p: _forward_mfu(**p),
         unit="dimensionless",
