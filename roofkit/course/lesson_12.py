@@ -150,8 +150,8 @@ register(
         lesson="12",
         kind="numeric",
         prompt=("From the measured roofs the roofline predicts {predicted_ms} ms for a kernel; you measure "
-                "{measured_ms} ms. What is the prediction error, measured / predicted - 1? (Answer 0.25 for 25% "
-                "slower than predicted.)"),
+                "{measured_ms} ms. What is the prediction error, measured / predicted - 1? (Answer 0.1 for a kernel "
+                "10% slower than predicted.)"),
         params={"predicted_ms": 8.0, "measured_ms": 10.0},
         key=lambda predicted_ms, measured_ms: prediction_error(measured_ms, predicted_ms),
         unit="dimensionless",
@@ -164,7 +164,7 @@ register(
             Misconception("relative-to-measured", "You took the difference relative to the measurement. The "
                                                   "prediction is the reference: divide by it.",
                           answer=lambda predicted_ms, measured_ms: (measured_ms - predicted_ms) / measured_ms),
-            Misconception("percent", "Write the error as a fraction: 0.25 for 25%.", scale=100),
+            Misconception("percent", "Write the error as a fraction: 0.1 for 10%.", scale=100),
         ),
         variants={"predicted_ms": (4.0, 8.0, 12.5, 20.0), "measured_ms": (6.0, 10.0, 15.0, 30.0)},
     ),
