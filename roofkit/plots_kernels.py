@@ -201,10 +201,10 @@ def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0, sc
                     color="#a0522d")
         if j:
             right.axvline(a, color="0.8", lw=0.8)
-    right.set(xlabel=f"the scores of one query row, {blocks} blocks of {scores_per_block}", ylabel="score x",
+    right.set(xlabel=f"the scores of one query row, {blocks} blocks of {scores_per_block}", ylabel="score z",
               ylim=(min(0.0, x.min()) - 0.5, x.max() + 2.2))
     right.set_title("Online softmax: per block, update the running max m and sum ℓ\n"
-                    "ℓ ← ℓ·e^(m_old − m) + Σ e^(x − m); at the end p = e^(x − m) / ℓ", fontsize=10)
+                    "ℓ ← ℓ·e^(m_old − m) + Σ e^(z − m); at the end p = e^(z − m) / ℓ", fontsize=10)
     right.legend(loc="upper left", fontsize=8)
     return fig
 

@@ -3,7 +3,7 @@
     mfu_line(70e9, "h100", "bf16")          MFU against tokens/s per GPU, with the bands mfu_verdict judges by
     padding(128)                            useful / executed FLOPs of n x n x n products on 128-tiles
     cost_chain(training.estimate(...))      N, D -> C -> GPU-hours -> wall clock and dollars, with the run's numbers
-    attention_undercount({...})             (6N + 12·L·H·Q·T) / 6N against the sequence length
+    attention_undercount({...})             (6N + 12·L·H·d_h·s) / 6N against the sequence length s
 
 Every number comes from :mod:`roofkit.training` and :mod:`roofkit.formulas`;
 this module only draws. Each function returns a matplotlib ``Figure`` that
@@ -149,10 +149,10 @@ def cost_chain(run, ax=None):
 
 
 def attention_undercount(shapes, seq_range=(1024, 2**20), marks=(8192, 131_072), causal=False, ax=None):
-    """How much 6N under-counts a token's training FLOPs: (6N + 12·L·H·Q·T) / 6N against T.
+    """How much 6N under-counts a token's training FLOPs: (6N + 12·L·H·d_h·s) / 6N against s.
 
-    ``shapes`` maps a label to (N, L, H, Q): parameters, layers, heads, head
-    dimension. ``causal=True`` counts only the scores under the causal mask
+    ``shapes`` maps a label to (N, L, H, d_h): parameters, layers, heads, head
+    dimension (PaLM's appendix B writes Q for d_h and T for the sequence length s). ``causal=True`` counts only the scores under the causal mask
     (:func:`roofkit.training.flops_per_token`). Vertical lines at ``marks``.
     """
     from matplotlib.ticker import FixedLocator, NullLocator
@@ -160,8 +160,8 @@ def attention_undercount(shapes, seq_range=(1024, 2**20), marks=(8192, 131_072),
     seq = np.logspace(np.log10(seq_range[0]), np.log10(seq_range[1]), 200)
     ax = _axes(ax, (8, 4))
     top = 1.0
-    for label, (params, L, H, Q) in shapes.items():
-        ratio = training.flops_per_token(params, L, H, Q, seq, causal=causal) / training.flops_per_token(params)
+    for label, (params, L, H, d_h) in shapes.items():
+        ratio = training.flops_per_token(params, L, H, d_h, seq, causal=causal) / training.flops_per_token(params)
         ax.plot(seq, ratio, lw=2, label=label)
         top = max(top, float(ratio.max()))
     for length in marks:
@@ -174,7 +174,7 @@ def attention_undercount(shapes, seq_range=(1024, 2**20), marks=(8192, 131_072),
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:g}x")
     ax.yaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(lambda v, _: f"{v / 1024:g}K")
-    ax.set(xlabel="sequence length T (tokens)", ylabel="(6N + 12·L·H·Q·T) / 6N",
+    ax.set(xlabel="sequence length s (tokens)", ylabel="(6N + 12·L·H·d_h·s) / 6N",
            title="How much 6N under-counts a token's training FLOPs (PaLM's count"
                  + (", causal half)" if causal else ", no causal saving)"))
     ax.grid(True, which="major", axis="y", color="0.9")

@@ -12,6 +12,14 @@ Only keys that are not round numbers are looked for: three or more significant
 figures, compared at three (1365.3 is found as 1365, 1,365, 1.365e3, 1.37e+03,
 1365.3, "1.37 k..." with an SI prefix, or 136,500% for a fraction). A round key
 (2, 0.5, 1.00, 3,600) would match too many honest numbers to mean anything.
+
+A second reading fails on any number the answer box would accept: within the
+question's tolerance of its key, written with two significant figures or more
+(see near_leaks below), the question's own prompt included.
+
+Neither reading looks at what the learner's own machine measures (lesson 12):
+the outputs of cells marked NBVAL_IGNORE_OUTPUT, and numbers printed after a
+'~'. A learner running the notebook sees other numbers there.
 """
 
 from __future__ import annotations
@@ -72,8 +80,22 @@ def same_at_three_figures(shown: float, key: float) -> bool:
 
 def numbers(text: str) -> set[float]:
     """Every number written in ``text``, and again with its SI prefix or % applied."""
+    return {value for value, _ in readings(text)}
+
+
+def figures_written(num: str) -> int:
+    """Significant figures a number is written with: 2 in '35', '0.25', '2,200'; 1 in '8', '20', '1e-9'."""
+    digits = num.replace(",", "").replace(".", "").lstrip("0")
+    if "." not in num:
+        digits = digits.rstrip("0")
+    return max(len(digits), 1)
+
+
+def readings(text: str) -> set[tuple[float, int]]:
+    """(value, significant figures written) for every number in ``text``, also with its SI prefix or % applied."""
     found = set()
     for m in NUMBER.finditer(text):
+        figures = figures_written(m["num"])
         try:
             value = float(m["num"].replace(",", ""))
             if m["exp"]:
@@ -84,12 +106,12 @@ def numbers(text: str) -> set[float]:
             continue
         if value == 0 or not math.isfinite(value):
             continue
-        found.add(value)
+        found.add((value, figures))
         after = (m["after"] or "").strip()
         if after == "%":
-            found.add(value / 100)
+            found.add((value / 100, figures))
         elif after in _PREFIX:
-            found.add(value * _PREFIX[after])
+            found.add((value * _PREFIX[after], figures))
     return found
 
 
@@ -135,10 +157,23 @@ def shown_before_each_question(lesson: Path, root: Path = ROOT):
     return asked
 
 
+_MEASURED = re.compile(r"~[-+]?[0-9][0-9.,]*(?:e[-+]?[0-9]+)?")  # a number this machine measured (nbval_sanitize.cfg)
+
+
+def machine_cells(lesson: Path) -> set[int]:
+    """Cells whose output this machine measured (NBVAL_IGNORE_OUTPUT): a learner's own run prints other numbers."""
+    student = build.make_notebook(lesson, "student")
+    return {index for index, cell in enumerate(student.cells)
+            if cell.cell_type == "code" and cell.source.lstrip().startswith("# NBVAL_IGNORE_OUTPUT")}
+
+
 def leaks(lesson: Path, root: Path = ROOT) -> list[str]:
+    """Keys shown at three figures before their question (the learner's own machine's measurements aside)."""
     quiz.questions()  # the whole bank
     found = []
+    machine = machine_cells(lesson)
     for qid, seen in shown_before_each_question(lesson, root):
+        seen = [(index, _MEASURED.sub(" ", text)) for index, text in seen if index not in machine]
         question = quiz.get(qid)
         if question.kind != "numeric":
             continue
@@ -196,3 +231,138 @@ def test_the_reader_finds_a_key_shown_too_early(tmp_path):
 def test_no_key_before_its_question(lesson):
     found = leaks(lesson)
     assert not found, "\n".join(found)
+
+
+# --- Within the question's tolerance -------------------------------------------------------------------------
+# The answer box accepts anything within a question's tolerance (rtol), so a printed number can answer a question
+# without being its key at three figures: 11.2% for a key of 0.1108 at 2%, or another case's 421.8 µs for a key of
+# 425.2 at 1%. Every number the learner has seen before the question (and the question's own prompt) is read with
+# the significant figures it is written with; one written with two or more that the box would accept is a leak.
+# Not looked for: one-figure numbers (8 heads, 20 FLOP/byte, "1"), too common to mean anything; references
+# (arXiv:2205.05198, lesson 11); and what the learner's own machine measures, which differs on every machine
+# from the stored run: the outputs of cells marked NBVAL_IGNORE_OUTPUT, and numbers printed after a '~'
+# (lesson 12's convention, which nbval_sanitize.cfg masks the same way).
+
+# (question id, the number as printed) -> why its appearance is not the answer.
+ALLOWED_NEAR: dict[tuple[str, str], str] = {
+    ("l04.v5e-gib", "229"): ALLOWED[("l04.v5e-gib", "229")] + "; the question's 800 GiB/s is Google's own figure",
+    ("l07.checkpoint-mfu", "35"): "the low end of the 'typical: 35%-55%' band in mfu_report's verdict on another run; "
+                                  "the common exercise's step lands on it",
+    ("l08.ex-llama31-405b-mfu", "35"): "the worked problem's assumed 'optimistic 35% MFU' and the typical band's low end; "
+                                       "the key comes from Meta's published GPU-hours",
+    ("l08.ex-llama31-405b-mfu", "34.6"): "DeepSeek-V3's implied MFU against the BF16 peak: another published run",
+    ("l09.pp1-flash-intensity", "4096"): "a token count and d_model; for this problem's s = d_h = 8,192 in BF16 the "
+                                         "fused intensity is s (4 d_h + 5) / (4 b d_h), about s/b = 4,096: the question "
+                                         "asks the learner to find exactly that",
+    ("l09.pp1-flash-intensity", "4,096"): "the same 4,096 tokens (see above)",
+    ("l14.tokens-per-gpu", "1024"): ALLOWED[("l14.tokens-per-gpu", "1020")],
+    ("l14.tokens-per-gpu", "1,024"): ALLOWED[("l14.tokens-per-gpu", "1020")],
+}
+
+# Leaks in lessons this pass did not own, listed so that the test guards every other lesson now; each entry
+# must still leak (the list only shrinks): fix the question, then delete its line.
+KNOWN_NEAR_TODAY: set[tuple[str, str]] = {
+    ("l13.prefill-per-step", "4096"), ("l13.prefill-per-step", "4,096"),
+    ("l13.cost-per-million", "31.5"), ("l13.cost-per-million", "32.3"),
+    ("l13.paged-waste", "79.6"),
+    ("l13.worked-throughput", "32,768"), ("l13.worked-throughput", "32768"),
+    ("l13.ex-fewest-gpus", "4.0"),
+    ("l14.dp-critical-batch", "2198"), ("l14.dp-critical-batch", "2,200"),
+}
+
+_REFERENCE = re.compile(r"arXiv:\s*\S+|\b(?:[Ll]essons?|[Ss]ections?)\s+\d\d?(?:\s*(?:-|–|,|and|or)\s*\d\d?)*"
+                        r"|^#+\s*\d+\.|~[-+]?[0-9][0-9.,]*(?:e[-+]?[0-9]+)?", re.M)
+
+
+def accepted(shown: float, key: float, rtol: float) -> bool:
+    """The answer box would take ``shown`` for ``key`` (its numeric tolerance; rtol 0: the exact number)."""
+    return math.isclose(abs(shown), abs(key), rel_tol=rtol, abs_tol=0) if rtol > 0 else abs(shown) == abs(key)
+
+
+def written_near(text: str, key: float, rtol: float) -> list[str]:
+    """The numbers in ``text``, as written, that the answer box would accept for ``key``."""
+    found = []
+    for m in NUMBER.finditer(_REFERENCE.sub(" ", text)):
+        if any(figures >= 2 and accepted(value, key, rtol) for value, figures in readings(m.group(0))):
+            found.append(m["num"])
+    return found
+
+
+def near_leaks(lesson: Path, root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """[(question id, the number as written, where)] for every number the box would accept shown too early."""
+    quiz.questions()
+    machine = machine_cells(lesson)
+    found = []
+    for qid, seen in shown_before_each_question(lesson, root):
+        question = quiz.get(qid)
+        if question.kind != "numeric":
+            continue
+        try:
+            key = float(question.answer_key())
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(key) or key == 0:
+            continue
+        for written in written_near(question.text(), key, question.rtol):
+            found.append((qid, written, f"its own prompt: {question.text()[:140]}"))
+        for index, text in seen:
+            if index in machine:
+                continue
+            for line in text.splitlines():
+                for written in written_near(line, key, question.rtol):
+                    found.append((qid, written, f"cell {index}: {line.strip()[:140]}"))
+    return list(dict.fromkeys(found))
+
+
+def _described(leak: tuple[str, str, str]) -> str:
+    qid, written, where = leak
+    question = quiz.get(qid)
+    return (f"{qid} (key {float(question.answer_key()):.6g}, rtol {question.rtol:g}) accepts {written}, "
+            f"shown before it is asked in {where}")
+
+
+@pytest.mark.parametrize("text, key, rtol", [
+    ("attention  20.0%  35%  2.29  90.0  11.2%", 0.110837, 0.02), ("measured   421.8 µs", 425.225e-6, 0.01),
+    ("(Answer 0.25 for 25% slower.)", 0.25, 0.01), ("qkv 206.2 134.2 1536 compute 208.5 9.7%", 0.0986, 0.02),
+])
+def test_a_number_within_tolerance_is_found(text, key, rtol):
+    assert written_near(text, key, rtol), (text, readings(text))
+
+
+@pytest.mark.parametrize("text, key, rtol", [
+    ("8 K/V heads", 8.07, 0.02), ("the H100's 20", 20.13, 0.02), ("arXiv:2205.05198", 2187.5, 0.02),
+    ("lesson 11", 11, 0), ("section 11 shows", 11, 0), ("## 11. Against", 11, 0), ("memory roof: ~20.3 GB/s", 20.13, 0.02),
+    ("11.2%", 0.1108, 0.005), ("421.8 µs", 425.2e-6, 0.005), ("M = 1", 0.9995, 0.01),
+])
+def test_numbers_outside_tolerance_or_too_common_are_not_found(text, key, rtol):
+    assert not written_near(text, key, rtol), (text, readings(text))
+
+
+def test_figures_written():
+    assert [figures_written(n) for n in ("35", "0.25", "2,200", "8", "20", "128", "4,096", "0.0039", "2.0")] == \
+        [2, 2, 2, 1, 1, 3, 4, 2, 2]
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(p, id=p.stem) for p in LESSONS])
+def test_no_number_the_box_accepts_before_its_question(lesson):
+    found = [leak for leak in near_leaks(lesson)
+             if (leak[0], leak[1]) not in ALLOWED_NEAR and (leak[0], leak[1]) not in KNOWN_NEAR_TODAY]
+    assert not found, "\n".join(_described(leak) for leak in found)
+
+
+def test_the_known_leaks_are_still_there():
+    """An entry of KNOWN_NEAR_TODAY that no longer leaks must go (the list only shrinks)."""
+    still = {(qid, written) for lesson in LESSONS if lesson.stem[:2] in {q[1:3] for q, _ in KNOWN_NEAR_TODAY}
+             for qid, written, _ in near_leaks(lesson)}
+    assert KNOWN_NEAR_TODAY <= still, sorted(KNOWN_NEAR_TODAY - still)
+
+
+def test_the_reader_finds_a_number_within_tolerance_that_three_figures_miss(tmp_path):
+    # 296 is not the H100's BF16 ridge (295.2) at three figures, but the answer box takes it at rtol 1%
+    lesson = tmp_path / "lessons" / "99-demo.md"
+    lesson.parent.mkdir()
+    lesson.write_text("# demo\n\nA ridge near 296 FLOP/byte.\n\n```{code-cell} ipython3\nask(\"l03.ridge-bf16\")\n```\n")
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "99-demo.ipynb").write_text(json.dumps(build.make_notebook(lesson, "solution")))
+    assert not leaks(lesson, tmp_path)
+    assert [(qid, written) for qid, written, _ in near_leaks(lesson, tmp_path)] == [("l03.ridge-bf16", "296")]

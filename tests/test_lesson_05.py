@@ -54,7 +54,7 @@ def test_table_ranges():
 def test_correction_tf32_occupies_32_bits():
     """Format tables list TF32 as 19 bits: 19 carry information, but a value occupies 4 bytes."""
     assert precision.get("tf32").bits == 19 and precision.get("tf32").storage_bytes == 4
-    n = 4096
+    n = 5120
     assert key("l05.tf32-intensity") == pytest.approx(2 * n / (3 * 4))
     assert key("l05.tf32-intensity") == pytest.approx(formulas.gemm(n, n, n, "fp32").intensity)
 
@@ -247,8 +247,8 @@ def test_gradient_format_by_range():
     ("l05.ex-decode-e4m3", 1.625 * 2.0**-7, "normal-rule"),
     ("l05.ex-decode-e4m3", 5 / 8 * 2.0**-7, "exponent-minus-bias"),
     ("l05.ex-decode-e4m3", 0, "zero"),
-    ("l05.tf32-intensity", 2 * 4096**3 / (3 * 4096**2 * 19 / 8), "tf32-19-bits"),
-    ("l05.tf32-intensity", 4096 / 3, "tf32-16-bits"),
+    ("l05.tf32-intensity", 2 * 5120**3 / (3 * 5120**2 * 19 / 8), "tf32-19-bits"),
+    ("l05.tf32-intensity", 5120 / 3, "tf32-16-bits"),
     ("l05.bf16-accumulator", 40.96, "exact-sum"),
     ("l05.bf16-accumulator", 2, "whole-gap"),
     ("l05.fp8-gemm-crossing", 1688, "kept-2-bytes"),
@@ -264,7 +264,7 @@ def test_published_wrong_answers_get_their_feedback(question_id, answer, name):
 
 
 @pytest.mark.parametrize("question_id, answer", [
-    ("l05.fp16-max", 65504), ("l05.fp16-max", "65504"), ("l05.tf32-intensity", "682.7 FLOP/byte"),
+    ("l05.fp16-max", 65504), ("l05.fp16-max", "65504"), ("l05.tf32-intensity", "853.3 FLOP/byte"),
     ("l05.bf16-accumulator", 4), ("l05.fp8-gemm-crossing", 844), ("l05.fp8-gemm-crossing", "844"),
     ("l05.e4m3-max", 448), ("l05.ex-gradient-format", "E5M2"), ("l05.bf16-or-fp16", "FP16"),
     ("l05.decode-bf16", 10.75), ("l05.decode-bf16", "10.8"), ("l05.ex-decode-e4m3", "5/8 * 2**-6"),

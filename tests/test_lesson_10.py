@@ -40,14 +40,16 @@ def test_sol_reading():
 def test_percent_of_roofline_of_a_memory_bound_kernel():
     pct = key("l10.softmax-pct-roofline")
     predicted = roofline.analyze(formulas.softmax(2 * 32 * 4096, 4096, "bf16"), "h100", "bf16").time_s
-    assert pct == pytest.approx(100 * predicted / 1500e-6)  # % of roofline = predicted time / measured time
-    assert 80 < pct < 90
+    assert pct == pytest.approx(100 * predicted / 1700e-6)  # % of roofline = predicted time / measured time
+    assert 70 < pct < 80
+    # section 2's Speed Of Light question prints 86% memory throughput: not this kernel's answer
+    assert verdict("l10.softmax-pct-roofline", 86).correct is False
     # the lesson's table: the batch-1 softmax at 820 µs, another number
     table = key("l10.softmax-pct-roofline", rows=32 * 4096, measured_us=820)
     assert 70 < table < 80 and table != pytest.approx(pct, rel=0.02)
     # against the peak FLOP/s the same kernel looks hopeless: under 1%
     flops = formulas.softmax(2 * 32 * 4096, 4096, "bf16").flops
-    assert verdict("l10.softmax-pct-roofline", 100 * flops / 1500e-6 / 989e12).misconception == "percent-of-peak-flops"
+    assert verdict("l10.softmax-pct-roofline", 100 * flops / 1700e-6 / 989e12).misconception == "percent-of-peak-flops"
 
 
 def test_ranking_by_expected_saving():
@@ -63,9 +65,13 @@ def test_ranking_by_expected_saving():
     assert key("l10.rank-first") == "optimizer"
     assert verdict("l10.rank-first", "rotary").misconception == "worst-looking-kernel"
     assert verdict("l10.rank-first", "attention").correct is False  # the worked example's answer
-    # after the optimizer fix the step is 992 - 180 = 812 ms, and attention's 90 ms are 11.1% of it
-    assert key("l10.ex-rank-next-saving") == pytest.approx(90 / 812)
-    assert verdict("l10.ex-rank-next-saving", 90 / 992).misconception == "old-step-time"
+    # the exercise's step, the optimizer at 320 ms: it saves 240 ms first, the step is 1072 - 240 = 832 ms, and
+    # attention's 90 ms are 10.8% of it (at 240 ms the answer, 90 / 812 = 11.1%, sat within 2% of the 11.2% the
+    # worked problem prints for attention)
+    assert key("l10.ex-rank-next-saving") == pytest.approx(90 / 832)
+    assert key("l10.ex-rank-next-saving", optimizer_ms=240) == pytest.approx(90 / 812)
+    assert verdict("l10.ex-rank-next-saving", 0.112).correct is False
+    assert verdict("l10.ex-rank-next-saving", 90 / 1072).misconception == "old-step-time"
     assert key("l10.ex-rank-next-saving", optimizer_ms=48) == pytest.approx(36 / 710)  # the worked profile
 
 
@@ -77,6 +83,7 @@ def test_removing_gaps_is_bounded_by_amdahl():
 def test_profiling_at_the_wrong_batch():
     assert roofline.analyze(formulas.gemm(1, 4096, 4096, "bf16"), "h100", "bf16").bound == "memory"
     assert key("l10.ex-wrong-batch") == "compute"
+    assert roofline.analyze(formulas.gemm(448, 4096, 4096, "bf16"), "h100", "bf16").bound == "compute"
     # seed 003 says decode turns compute-bound around batch 64; on the H100 in BF16 it is in the hundreds
     assert roofline.analyze(formulas.gemm(64, 4096, 4096, "bf16"), "h100", "bf16").bound == "memory"
     assert 256 < roofline.decode_batch_to_compute_bound(4096, "h100", "bf16") < 512

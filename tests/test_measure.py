@@ -217,6 +217,51 @@ def test_a_kernel_may_beat_the_roof_only_where_physics_allows():
     assert failing(synthetic(kernels=[fast])) == ["above-roof"]
 
 
+def test_a_compute_bound_kernel_above_the_sweeps_best_is_noise():
+    # issue 18's audit: the stored run's gemm (LLC), n = 1024, at 115% of the FP32 roof that the sweep's own
+    # n = 1024 product set: the same BLAS call timed twice, and no cache raises a compute roof
+    P = 42.9e9
+    n = 1024
+    flops = 2 * n**3
+
+    def gemm(rate, where="LLC"):
+        t = flops / rate
+        return kernels.KernelResult("gemm", where, (n,), "fp32", flops, 12 * n * n, 12 * n * n, 12 * n * n, t,
+                                    flops / P, "compute")
+
+    roofs = dict(peak_flops_per_s={"fp64": 18.5e9, "fp32": P}, bandwidth_bytes_per_s=10.9e9)
+    assert failing(synthetic(**roofs, kernels=[gemm(1.15 * P)])) == ["above-roof"]
+    assert failing(synthetic(**roofs, kernels=[gemm(1.15 * P, where="L2")])) == ["above-roof"]
+    assert failing(synthetic(**roofs, kernels=[gemm(1.04 * P)])) == []  # within timing noise of the same call
+    message = {c.name: c for c in sanity.check(synthetic(**roofs, kernels=[gemm(1.15 * P)]))}["above-roof"].message
+    assert "gemm (LLC)" in message and "1.1x the FP32 matmul peak" in message
+
+
+def test_kernels_far_below_their_prediction_say_the_run_was_noisy():
+    # issue 18's audit: gemv (LLC) at +900%, softmax (DRAM) at +226%, median error 133%, and every check passed
+    B = 10.9e9
+
+    def slow(kernel, where, error, nbytes=1e9):
+        predicted = nbytes / B
+        return kernels.KernelResult(kernel, where, (1,), "fp32", 1e6, nbytes, nbytes, nbytes,
+                                    predicted * (1 + error), predicted, "memory")
+
+    roofs = dict(bandwidth_bytes_per_s=B)
+    stored = [slow("add", "DRAM", 0.46), slow("reduction", "DRAM", 1.10), slow("gemv", "DRAM", 1.56),
+              slow("softmax", "DRAM", 2.26), slow("gemv", "LLC", 9.0, nbytes=16e6)]
+    p = synthetic(**roofs, kernels=stored)
+    assert p.median_error() == pytest.approx(1.33)
+    assert failing(p) == ["far-below", "median-error"]
+    checks = {c.name: c for c in sanity.check(p)}
+    assert "gemv (LLC) took 10x its prediction" in checks["far-below"].message
+    assert checks["far-below"].remeasure == ("kernels",) and set(checks["median-error"].remeasure) == {"stream", "kernels"}
+    assert "133% from their predictions at the median" in checks["median-error"].message
+    # a quiet run: the kernels from memory within a few tens of percent, a small L2 kernel slow from its call overhead
+    quiet = [slow("add", "DRAM", 0.05), slow("reduction", "DRAM", -0.15), slow("gemv", "DRAM", 0.30),
+             slow("softmax", "DRAM", 0.45), slow("add", "L2", 20.0, nbytes=2e5), slow("gemv", "LLC", 3.0, nbytes=16e6)]
+    assert failing(synthetic(**roofs, kernels=quiet)) == []
+
+
 def test_stream_loops_and_the_fusion_chain_are_checked_too():
     stream_rows = {k: {"bandwidth_bytes_per_s": v} for k, v in
                    {"copy": 4.27e9, "scale": 6.86e9, "add": 6.31e9, "triad": 4.96e9}.items()}
@@ -282,7 +327,7 @@ def test_a_run_that_stays_disturbed_is_retried_then_reported():
 
 def test_a_real_run_reports_its_checks(profile):
     names = {c.name for c in sanity.check(profile)}
-    assert names == {"fp32-below-fp64", "above-roof", "stream-spread", "fusion-slower"}
+    assert names == {"fp32-below-fp64", "above-roof", "far-below", "median-error", "stream-spread", "fusion-slower"}
     assert "checks: " in profile.report()
     assert set(profile.remeasured) <= {"matmul", "stream", "kernels", "fusion"}
     assert {c["name"] for c in profile.to_dict()["checks"]} == names

@@ -45,7 +45,7 @@ def _implied(params, tokens, gpu_hours, hw, dtype):
 
 
 def _attention_ratio(params, n_layers, n_heads, head_dim, seq_len, attention_factor=1.0):
-    """(6N + f·12·L·H·Q·T) / 6N; f = 1 is PaLM's count."""
+    """(6N + f·12·L·H·d_h·s) / 6N; f = 1 is PaLM's count."""
     six_n = training.flops_per_token(params)
     attention = training.flops_per_token(params, n_layers, n_heads, head_dim, seq_len) - six_n
     return (six_n + attention_factor * attention) / six_n
@@ -211,22 +211,22 @@ register(
         lesson="08",
         kind="numeric",
         prompt=("Exercise. A model with N = {params} parameters has L = {n_layers} layers and H = {n_heads} heads "
-                "of dimension Q = {head_dim}. Trained on sequences of T = {seq_len:,} tokens, by what factor does "
-                "PaLM's count per token, 6N + 12·L·H·Q·T, exceed 6N?"),
+                "of dimension d_h = {head_dim}. Trained on sequences of s = {seq_len:,} tokens, by what factor does "
+                "PaLM's count per token, 6N + 12·L·H·d_h·s, exceed 6N?"),
         params={"params": "70B", "n_layers": 80, "n_heads": 64, "head_dim": 128, "seq_len": 32768},
         variants={"seq_len": (8192, 16384, 65536, 131072)},
         key=_attention_ratio,
         unit="dimensionless",
         hints=(
-            "Compute the attention term 12·L·H·Q·T and 6N separately.",
-            "The factor is (6N + 12·L·H·Q·T) / 6N = 1 + the attention term's share of 6N.",
+            "Compute the attention term 12·L·H·d_h·s and 6N separately.",
+            "The factor is (6N + 12·L·H·d_h·s) / 6N = 1 + the attention term's share of 6N.",
         ),
         misconceptions=(
             Misconception("extra-only", "That is the extra share alone; the factor is 1 plus it.",
                           answer=lambda **p: _attention_ratio(**p) - 1),
             Misconception("forward-attention-only", (
-                "4·L·H·Q·T is the attention matmuls of the forward pass only; training runs them backward "
-                "too, 12·L·H·Q·T in all."), answer=lambda **p: _attention_ratio(**p, attention_factor=1 / 3)),
+                "4·L·H·d_h·s is the attention matmuls of the forward pass only; training runs them backward "
+                "too, 12·L·H·d_h·s in all."), answer=lambda **p: _attention_ratio(**p, attention_factor=1 / 3)),
             Misconception("causal-half", ("That halves the attention term for the causal mask. Kernels that skip "
                                           "masked blocks do save it, but PaLM's count, asked for here, does not."),
                           answer=lambda **p: _attention_ratio(**p, attention_factor=1 / 2)),

@@ -162,8 +162,8 @@ register(
         lesson="12",
         kind="numeric",
         prompt=("From the measured roofs the roofline predicts {predicted_ms} ms for a kernel; you measure "
-                "{measured_ms} ms. What is the prediction error, measured / predicted - 1? (Answer 0.25 for 25% "
-                "slower than predicted.)"),
+                "{measured_ms} ms. What is the prediction error, measured / predicted - 1? (Answer 0.1 for a kernel "
+                "10% slower than predicted.)"),
         params={"predicted_ms": 8.0, "measured_ms": 10.0},
         key=lambda predicted_ms, measured_ms: prediction_error(measured_ms, predicted_ms),
         unit="dimensionless",
@@ -176,7 +176,7 @@ register(
             Misconception("relative-to-measured", "You took the difference relative to the measurement. The "
                                                   "prediction is the reference: divide by it.",
                           answer=lambda predicted_ms, measured_ms: (measured_ms - predicted_ms) / measured_ms),
-            Misconception("percent", "Write the error as a fraction: 0.25 for 25%.", scale=100),
+            Misconception("percent", "Write the error as a fraction: 0.1 for 10%.", scale=100),
             Misconception("ratio-not-error", "That is the ratio measured / predicted. The error subtracts 1 from "
                                              "it: a perfect prediction scores 0, not 1.",
                           answer=lambda predicted_ms, measured_ms: measured_ms / predicted_ms),

@@ -13,9 +13,11 @@ Each dot sits at the kernel's intensity as it runs and at the FLOP rate it
 achieved, with a thin line up (or down) to the roof, labelled with its % of
 the roof (the fill already says where its data lived, so the label is short:
 the kernels of one kind share an intensity and stack up). A kernel above 100%
-beat the measured (memory) roof: its data came from a cache, or, if it came
-from memory, the roof was measured in a noisy moment (see
-:mod:`roofkit.measure.sanity`); the figure says so in its legend.
+beat the measured roof. Under the memory roof that can be real: its data came
+from a cache, which has its own, higher bandwidth; from memory, the roof was
+measured in a noisy moment. On the compute roof it is always noise: no cache
+raises the compute roof (see :mod:`roofkit.measure.sanity`). The figure says
+so in its legend.
 """
 
 from __future__ import annotations
@@ -80,9 +82,12 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
         handles.append(Line2D([], [], color="0.55", lw=0.7, label="line to the FP32 roof; label: % of it"))
     over = [k for k in shown if roofline.percent_of_roofline(k.achieved_flops_per_s, k.intensity, P, B) > 100]
     if over:
-        handles.append(Line2D([], [], linestyle="none", label="bold, over 100%: faster than the measured\n"
-                                                              "roof. From a cache: its own, higher roof.\n"
-                                                              "From memory: a noisy roof (see checks)"))
+        lines = ["bold, over 100%: faster than the measured roof."]
+        if any(k.intensity < P / B for k in over):
+            lines.append("Under the slope, from a cache: the cache's\nown, higher bandwidth; from memory: noise.")
+        if any(k.intensity >= P / B for k in over):
+            lines.append("On the flat roof: noise; no cache raises\nthe compute roof (see the checks).")
+        handles.append(Line2D([], [], linestyle="none", label="\n".join(lines)))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     from matplotlib.ticker import NullLocator
 
