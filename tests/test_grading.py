@@ -22,6 +22,8 @@ import pytest
 from roofkit import quiz
 from roofkit.grading import assign, cells, execute, grade, sandbox, variants
 
+pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS = execute.Limits(notebook_s=60, cell_s=10, startup_s=60, output_bytes=200_000, message_bytes=1_000_000,
                         disk_bytes=100 * 2**20, case_s=1)

@@ -20,6 +20,8 @@ from roofkit import cli, quiz
 from roofkit.errors import InvalidValue
 from roofkit.grading import assign, bank, cells, execute, grade
 
+pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS = execute.Limits(notebook_s=60, cell_s=20, startup_s=60, case_s=2)
 STUDENTS = ["ann", "ben", "cat"]

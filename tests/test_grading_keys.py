@@ -20,6 +20,8 @@ import pytest
 from roofkit import quiz
 from roofkit.grading import assign, cells, execute, grade, sandbox
 
+pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 LANDLOCK = sandbox.landlock_abi()
 LIMITS = execute.Limits(notebook_s=60, cell_s=20, startup_s=60, case_s=2)

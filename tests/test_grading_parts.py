@@ -143,6 +143,7 @@ def _run_cases(items, tmp_path, case_s=1.0):
         box.close()
 
 
+@pytest.mark.sandbox
 def test_functions_run_in_a_separate_process_and_cannot_touch_the_grader(tmp_path):
     sources = {
         "good": "def f(fmas):\n    print('noise')\n    return 2 * fmas",
@@ -208,6 +209,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path):
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (argv, err)
 
 
+@pytest.mark.sandbox
 def test_assign_then_grade_with_the_wrong_secret_or_two_files_for_one_student(capsys, tmp_path):
     (tmp_path / "roster.csv").write_text("id\nann\nbo\n")
     code, out, _ = run(capsys, "assign", "00", "--root", ROOT, "--roster", tmp_path / "roster.csv", "--secret-file",
@@ -243,6 +245,7 @@ def test_a_learner_grades_their_own_notebooks(capsys, tmp_path):
     assert code == 0 and "lesson 00: 5 / 5" in out and "already graded 1" in out
 
 
+@pytest.mark.sandbox
 def test_an_exercise_set_without_a_roster(tmp_path):
     from roofkit.grading import assign, grade
 

@@ -20,6 +20,8 @@ import pytest
 from roofkit import cli, quiz
 from roofkit.grading import assign, cells, execute, grade, shard
 
+pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 ROOFKIT = [sys.executable, "-m", "roofkit.cli"]
 LIMITS = ["--timeout", "60", "--cell-timeout", "20"]

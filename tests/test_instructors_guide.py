@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from roofkit import quiz
 from roofkit.grading import cells
@@ -71,6 +72,7 @@ def gradebook(path: Path) -> dict[str, dict]:
     return {row["student"]: row for row in csv.DictReader(path.read_text(encoding="utf-8").splitlines())}
 
 
+@pytest.mark.sandbox
 def test_the_walkthrough_grades_a_class(tmp_path):
     course = tmp_path / "course"  # what a fresh clone holds that assign reads
     shutil.copytree(ROOT / "lessons", course / "lessons")
@@ -115,6 +117,7 @@ def test_the_walkthrough_grades_a_class(tmp_path):
         "Username,ID number,Email address,hw1"
 
 
+@pytest.mark.sandbox
 def test_your_own_questions_end_to_end(tmp_path):
     """Section 8 as printed: the bank file, assign with --bank, a class's answers, grade; no key in any student file."""
     from roofkit.grading import bank
