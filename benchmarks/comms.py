@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from roofkit import comms
+from roofkit.perf import comms
 from roofkit.measure import comms as mc
 
 # published nccl-tests results: (label, collective, bytes, gpus per node, nodes, link, algorithm, busbw GB/s, source)

@@ -30,7 +30,7 @@ BIN = Path(sys.executable).parent
 
 
 def make_class(folder: Path, students: int) -> tuple[Path, Path, Path]:
-    from roofkit import quiz
+    from roofkit.course import quiz
     from roofkit.grading import assign, cells
 
     roster = folder / "roster.csv"

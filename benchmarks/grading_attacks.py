@@ -75,7 +75,7 @@ TOKEN = "roofkit-bench-attack"
 
 
 def _right(release: Path, student: str) -> dict[str, str]:
-    from roofkit import quiz
+    from roofkit.course import quiz
     from roofkit.grading import cells
 
     nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
@@ -108,7 +108,7 @@ def _notebook(release: Path, student: str, answers: dict[str, str], before=(), a
 
 def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
     """Write the five attackers' submissions; return the points each deserves."""
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     spawn = (f"import subprocess, sys\ndef spawn(code):\n    subprocess.Popen([sys.executable, '-c', code, {TOKEN!r}], "
              "start_new_session=True, env={}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, "
@@ -174,7 +174,7 @@ def grade(folder: Path, subs: Path, release: Path, secret: Path, workers: int, t
 
 def leaks(grades: Path, release: Path, students: list[str]) -> list[str]:
     """What is on a feedback page that should not be."""
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     found = []
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from roofkit import layertime
+from roofkit.perf import layertime
 from roofkit.measure import layers
 
 TARGET = 0.15

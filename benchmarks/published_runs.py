@@ -34,8 +34,9 @@ import math
 import time
 from pathlib import Path
 
-from roofkit import comms, hardware, links
-from roofkit.parallel import calibration, plan, published
+from roofkit.perf import comms
+from roofkit.catalogs import hardware, links
+from roofkit.perf.parallel import calibration, plan, published
 
 ROOT = Path(__file__).resolve().parents[1]
 

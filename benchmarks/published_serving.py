@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 
-from roofkit import links
-from roofkit.hardware import NoAchievableFigure
-from roofkit.inference import engine, published
+from roofkit.catalogs import links
+from roofkit.catalogs.hardware import NoAchievableFigure
+from roofkit.perf.inference import engine, published
 
 
 def _row(run):

@@ -40,7 +40,8 @@ def main() -> None:
 
     import numpy as np
 
-    from roofkit import hardware, roofline
+    from roofkit.catalogs import hardware
+    from roofkit.perf import roofline
 
     h100 = hardware.get("h100")
     intensities = np.logspace(-2, 4, 1_000_000)

@@ -109,7 +109,7 @@ def quantity(text, unit: str, name: str = "value") -> float:
     number is required. A quantity whose dimension differs from ``unit``
     raises UnitMismatch naming both.
     """
-    from .answers import read
+    from .course.answers import read
 
     if not isinstance(text, str):
         return positive(text, name)

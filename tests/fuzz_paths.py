@@ -116,33 +116,33 @@ class Path_:
 
 
 def _questions():
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     return [q for q in quiz.questions() if q.kind != "code"]
 
 
 def _answer_numeric(value):
-    from roofkit import answers
+    from roofkit.course import answers
 
     text, unit = value
     return answers.read(text, unit)
 
 
 def _answer_formula(text):
-    from roofkit import answers
+    from roofkit.course import answers
 
     return answers.expression(text, ("n", "b"))
 
 
 def _answer_choice(text):
-    from roofkit import answers
+    from roofkit.course import answers
 
     return answers.choice(text, ("memory", "compute"))
 
 
 def _judge(value):
     """quiz.judge never raises: a wrong or unreadable answer is a verdict."""
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     question, answer = value
     try:
@@ -183,7 +183,7 @@ def make_catalog(rng: random.Random) -> str:
 
 
 def _catalog(text):
-    from roofkit import hardware
+    from roofkit.catalogs import hardware
 
     with tempfile.TemporaryDirectory() as folder, scratch_hardware_catalog():
         path = Path(folder) / "catalog.toml"
@@ -455,7 +455,7 @@ def make_records(rng: random.Random):
 
 def _records(value):
     """What a kernel printed as answer records, picked and judged the way the grader does."""
-    from roofkit import quiz
+    from roofkit.course import quiz
     from roofkit.grading import grade, score
 
     records, wanted = value

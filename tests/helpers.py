@@ -6,7 +6,9 @@ Imported as ``helpers`` (pytest puts tests/ on the path, as for ``fuzz_paths``).
 import contextlib
 import json
 
-from roofkit import cli, hardware, quiz
+from roofkit import cli
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
 
 
 def run(capsys, *argv):

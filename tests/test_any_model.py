@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from roofkit import layertime, models, parallel
+from roofkit.perf import layertime, parallel
+from roofkit.catalogs import models
 from roofkit.errors import InvalidValue
 
 from helpers import run

@@ -4,8 +4,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from roofkit import hardware, links, models
-from roofkit.catalog import Catalog, check_table, normalize
+from roofkit.catalogs import hardware, links, models
+from roofkit.catalogs.lookup import Catalog, check_table, normalize
 from roofkit.errors import InvalidValue, UnknownName
 
 from helpers import scratch_hardware_catalog

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from roofkit import hardware
+from roofkit.catalogs import hardware
 
 from helpers import run, run_json
 
@@ -132,7 +132,7 @@ def test_without_json_the_answer_is_text(capsys):
 
 
 def test_quiz_check_exit_status_says_right_or_wrong(capsys):
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     key = quiz.answer_key("l03.ridge-bf16")
     assert run(capsys, "quiz", "check", "l03.ridge-bf16", f"{key:.4g}")[0] == 0
@@ -142,7 +142,7 @@ def test_quiz_check_exit_status_says_right_or_wrong(capsys):
 
 
 def test_quiz_hint_gives_each_hint_and_refuses_one_that_does_not_exist(capsys):
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     question = quiz.get("l03.ridge-bf16")
     for n, text in enumerate(question.hints, start=1):

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from roofkit import hardware, models
-from roofkit.inference import latency
+from roofkit.catalogs import hardware, models
+from roofkit.perf.inference import latency
 
 from helpers import run, run_json
 

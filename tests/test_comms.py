@@ -7,7 +7,8 @@ import pytest
 import sympy
 from hypothesis import assume, given, settings, strategies as st
 
-from roofkit import comms, links
+from roofkit.perf import comms
+from roofkit.catalogs import links
 from roofkit.errors import InvalidValue, RoofkitError
 
 RING = ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "p2p"]

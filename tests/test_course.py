@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from roofkit import build, hardware, quiz
+from roofkit.course import build, quiz
+from roofkit.catalogs import hardware
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]-*.md"))

@@ -8,7 +8,10 @@ combined L1 data cache and shared memory; 50 MB L2), the H100 datasheet (80 GB H
 
 import pytest
 
-from roofkit import diagrams, formulas, hardware, roofline
+from roofkit.plots import diagrams
+from roofkit import formulas
+from roofkit.catalogs import hardware
+from roofkit.perf import roofline
 from roofkit.errors import InvalidValue
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from roofkit import answers, quiz
-from roofkit.answers import significant_digits
+from roofkit.course import answers, quiz
+from roofkit.course.answers import significant_digits
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = [q for q in quiz.questions() if q.kind != "code"]

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofkit.errors import InvalidValue, RoofkitError, UnknownPrecision
-from roofkit.explore import format_explorer
-from roofkit.explore.formats import DEFAULT_FORMATS, format_rows, format_table, parse_value
+from roofkit.course.explore import format_explorer
+from roofkit.course.explore.formats import DEFAULT_FORMATS, format_rows, format_table, parse_value
 
 
 def by_label(rows):
@@ -63,7 +63,7 @@ def test_fields_put_back_together_give_the_stored_value():
         if row["label"] == "INT8":
             continue
         fmt = row["format"]
-        from roofkit import precision
+        from roofkit.perf import precision
 
         f = precision.get(fmt)
         e, m = int(row["exponent"], 2), int(row["mantissa"], 2)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from roofkit.explore import _box
-from roofkit.explore import parallel as parallel_explorer
-from roofkit.explore import roofline as roofline_explorer
-from roofkit.explore import serving as serving_explorer
+from roofkit.course.explore import _box
+from roofkit.course.explore import parallel as parallel_explorer
+from roofkit.course.explore import roofline as roofline_explorer
+from roofkit.course.explore import serving as serving_explorer
 
 
 def _pixels(png) -> np.ndarray:

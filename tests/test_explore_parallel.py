@@ -7,10 +7,11 @@ import re
 
 import pytest
 
-from roofkit import hardware, links, parallel
+from roofkit.catalogs import hardware, links
+from roofkit.perf import parallel
 from roofkit.errors import InvalidValue, UnknownHardware
-from roofkit.explore import parallel_explorer
-from roofkit.explore.parallel import BATCHES, DEGREES, GPU_COUNTS, build_explorer, explorer_state, summary
+from roofkit.course.explore import parallel_explorer
+from roofkit.course.explore.parallel import BATCHES, DEGREES, GPU_COUNTS, build_explorer, explorer_state, summary
 
 
 def _text(explorer) -> str:

@@ -6,10 +6,12 @@ import re
 
 import pytest
 
-from roofkit import formulas, hardware, roofline
+from roofkit import formulas
+from roofkit.catalogs import hardware
+from roofkit.perf import roofline
 from roofkit.errors import InvalidValue, UnknownName, UnsupportedPrecision
-from roofkit.explore import roofline_explorer
-from roofkit.explore.roofline import KERNELS, build_explorer, explorer_state, summary
+from roofkit.course.explore import roofline_explorer
+from roofkit.course.explore.roofline import KERNELS, build_explorer, explorer_state, summary
 
 
 def _text(widget) -> str:
@@ -59,7 +61,7 @@ def test_achievable_times_use_the_measured_roofs():
 
 
 def test_the_figure_has_the_roofline_and_the_time_bars():
-    from roofkit.explore.roofline import _Figure
+    from roofkit.course.explore.roofline import _Figure
 
     state = explorer_state("h200", "bf16", "gemm", 4096)
     roof_ax, bars_ax = _Figure(state).live.fig.axes
@@ -94,7 +96,7 @@ def test_elementwise_kernels_never_cross():
 
 
 def test_every_kernel_on_every_accelerator_and_precision_fits_the_axes():
-    from roofkit.explore.roofline import XLIM
+    from roofkit.course.explore.roofline import XLIM
 
     for acc in hardware.catalog():
         for p in acc.precisions:

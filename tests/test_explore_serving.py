@@ -7,9 +7,10 @@ import re
 import pytest
 
 from roofkit.errors import InvalidValue, UnknownName
-from roofkit.explore import serving_explorer
-from roofkit.explore.serving import BATCHES, CONTEXTS, build_explorer, explorer_state, summary
-from roofkit.inference import plot, serve
+from roofkit.course.explore import serving_explorer
+from roofkit.course.explore.serving import BATCHES, CONTEXTS, build_explorer, explorer_state, summary
+from roofkit.plots import serving as plot
+from roofkit.perf.inference import serve
 
 
 def _text(explorer) -> str:

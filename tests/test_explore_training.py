@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofkit.explore import training_calculator
-from roofkit.explore.training import summary
+from roofkit.course.explore import training_calculator
+from roofkit.course.explore.training import summary
 
 # Seed 000's worked estimate: 70B params, 15T tokens, H100 BF16, 40% MFU, 8,192 GPUs, $2/GPU-hour
 # -> 6.3e24 FLOPs, about 4.4e6 GPU-hours, about 540 hours = 22.5 days, about $8.8M.

@@ -23,13 +23,12 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofkit import formulas, hardware
+from roofkit import formulas
+from roofkit.catalogs import hardware
 from roofkit.errors import InvalidValue, RoofkitError, UnknownPrecision
-from roofkit.formulas import (
-    Cost, attention_fused, attention_naive, attention_naive_kernels, batched_matmul, elementwise,
-    gemm, gemm_padded, gemv, layernorm, mlp, mlp_ops, reduction, rmsnorm, softmax, symbolic,
-    transformer_layer, transformer_layer_ops,
-)
+from roofkit.formulas import (Cost, attention_fused, attention_naive, attention_naive_kernels, batched_matmul,
+    elementwise, gemm, gemm_padded, gemv, layernorm, mlp, mlp_ops, reduction, rmsnorm, softmax, symbolic,
+    transformer_layer, transformer_layer_ops)
 
 # Every public cost function, found from __all__, so that a new formula is covered by
 # the generic tests below without anyone adding it to a list.

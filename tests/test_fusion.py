@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofkit import fusion, hardware
+from roofkit.perf import fusion
+from roofkit.catalogs import hardware
 from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision
-from roofkit.fusion import OPS, Op
+from roofkit.perf.fusion import OPS, Op
 
 N = 4096 * 4096  # elements of one activation: 4,096 tokens x d_model 4,096
 

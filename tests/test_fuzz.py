@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuzz_paths
-from roofkit import quiz
+from roofkit.course import quiz
 from roofkit.errors import RoofkitError
 
 PATHS = list(fuzz_paths.PATHS.values())

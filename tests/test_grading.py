@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 from roofkit.grading import assign, cells, execute, grade, sandbox, variants
 
 pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)

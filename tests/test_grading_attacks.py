@@ -29,7 +29,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import cli, quiz
+from roofkit import cli
+from roofkit.course import quiz
 from roofkit.grading import assign, bank, cells, execute, files, grade, jail, probe, report, results, score
 from roofkit.grading import shard
 

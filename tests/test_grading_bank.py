@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import cli, quiz
+from roofkit import cli
+from roofkit.course import quiz
 from roofkit.errors import InvalidValue
 from roofkit.grading import assign, bank, cells, execute, grade
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 from roofkit.grading import assign, cells, execute, grade, sandbox
 
 pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LANDLOCK = sandbox.landlock_abi()
 LIMITS = execute.Limits(notebook_s=60, cell_s=20, startup_s=60, case_s=2)
 QID = "l00.fma-flops"
-REAL_LESSON = ROOT / "roofkit" / "course" / "lesson_00.py"
+REAL_LESSON = ROOT / "roofkit" / "course" / "bank" / "lesson_00.py"
 
 # each sets `answer` from a key lookup; `params` holds the student's numbers for QID (from the prompt)
 SPELLINGS = {
@@ -36,6 +36,9 @@ SPELLINGS = {
                       "answer = getattr(bank, 'lesson_00').FLOPS_PER_FMA * params['fmas']"),
     "import-lesson": ("lesson = importlib.import_module('roofkit.course.lesson_' + '00')\n"
                       "answer = lesson.FLOPS_PER_FMA * params['fmas']"),
+    # the same module by the name of its folder (roofkit.course.lesson_00 is roofkit.course.bank.lesson_00)
+    "import-bank": ("lesson = importlib.import_module('roofkit.course.ba' + 'nk.lesson_00')\n"
+                    "answer = lesson.FLOPS_PER_FMA * params['fmas']"),
     "load-bank": ("q = sys.modules['roofkit.quiz']\ngetattr(q, '_load' + '_bank')()\n"
                   "answer = getattr(q, '_BA' + 'NK')[QID].with_params(**params).answer_key()"),
     "bank-dict": "answer = vars(sys.modules['roofkit.quiz'])['_BA' + 'NK'][QID].with_params(**params).answer_key()",
@@ -43,7 +46,8 @@ SPELLINGS = {
     "source-file": (f"import re\nsource = open({str(REAL_LESSON)!r}).read()\n"
                     "answer = int(re.search(r'FLOPS_PER_FMA = (\\d+)', source)[1]) * params['fmas']"),
     "source-beside": ("import os, re\nimport roofkit\n"
-                      "source = open(os.path.join(os.path.dirname(roofkit.__file__), 'course', 'lesson_00.py')).read()\n"
+                      "source = open(os.path.join(os.path.dirname(roofkit.__file__), 'course', 'bank', 'lesson_00.py'))"
+                      ".read()\n"
                       "answer = int(re.search(r'FLOPS_PER_FMA = (\\d+)', source)[1]) * params['fmas']"),
     "inspect": ("import inspect, re\nsource = inspect.getsource(importlib.import_module('roofkit.cour' + 'se.lesson_00'))\n"
                 "answer = int(re.search(r'FLOPS_PER_FMA = (\\d+)', source)[1]) * params['fmas']"),

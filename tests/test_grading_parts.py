@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 from roofkit.errors import InvalidValue
 from roofkit.grading import cases, cells, execute, jail, sandbox, score, variants
 

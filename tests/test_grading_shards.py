@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import cli, quiz
+from roofkit import cli
+from roofkit.course import quiz
 from roofkit.grading import assign, cells, execute, grade, shard
 
 pytestmark = pytest.mark.sandbox  # grades in bubblewrap (tests/conftest.py)

@@ -13,7 +13,7 @@ from importlib import resources
 
 import pytest
 
-from roofkit import hardware
+from roofkit.catalogs import hardware
 from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision, UnsupportedPrecision
 
 from helpers import scratch_hardware_catalog

@@ -23,9 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import roofkit
-from roofkit import formulas, hardware, layertime, models
+from roofkit import formulas
+from roofkit.catalogs import hardware, models
+from roofkit.perf import layertime
 from roofkit.errors import InvalidValue, RoofkitError
-from roofkit.inference import kvcache, latency, memory, paged, serving, speculative, weights
+from roofkit.perf.inference import kvcache, latency, memory, paged, serving, speculative, weights
 
 V5E = hardware.get("tpu-v5e")
 DENSE = [m.key for m in models.catalog() if not (m.mla or m.moe)]
@@ -334,7 +336,7 @@ def test_prefill_is_compute_bound_and_ttft_grows_with_the_prompt():
 
 
 def test_tensor_parallel_decode_pays_its_all_reduces():
-    from roofkit import comms
+    from roofkit.perf import comms
 
     s = latency.decode_step("llama-3-70b", "h100", 1, 8192, gpus=8)
     one = comms.all_reduce(8192 * 2, 8, "hgx-h100").time_s
@@ -482,7 +484,7 @@ def test_a_mixed_step_reads_the_weights_once_for_decode_and_prefill():
 
 
 def test_the_bound_is_the_roofline_sum_and_calibrated_adds_what_engines_pay():
-    from roofkit.inference import engine
+    from roofkit.perf.inference import engine
 
     b = engine.roofs("h100", "fp8")
     assert (b.peak_flops, b.bandwidth, b.floor_s, b.step_s, b.overlap) == (1979e12, 3.35e12, 0, 0, True)
@@ -517,7 +519,7 @@ def test_achievable_figures_of_the_catalog_are_the_published_measurements():
 
 
 def test_replicas_multiply_the_throughput_of_one():
-    from roofkit.inference import workload
+    from roofkit.perf.inference import workload
 
     one = workload.steady_state("llama-3-70b", "h100", 1000, 1000, gpus=2, tp=2, dtype="fp8")
     four = workload.steady_state("llama-3-70b", "h100", 1000, 1000, gpus=8, tp=2, dtype="fp8")
@@ -531,7 +533,7 @@ def test_replicas_multiply_the_throughput_of_one():
 
 
 def test_sharded_decode_has_a_latency_floor_the_all_reduces():
-    from roofkit import comms
+    from roofkit.perf import comms
 
     # each layer's two all-reduces cost at least 2 (t - 1) hops of the link's latency, whatever the batch
     alpha = 0.6e-6  # NCCL's NVLink ring latency per step (src/graph/tuning.cc), the catalog's hgx-h100 latency
@@ -564,7 +566,7 @@ def test_critical_batch_derived_and_halved_by_int8_weights():
 
 
 def test_workload_average_context_and_paged_footprint_by_hand():
-    from roofkit.inference import workload
+    from roofkit.perf.inference import workload
 
     assert workload.Workload(128, 2048).average_context == 1152 and workload.Workload(128, 2048).footprint == 1152
     assert workload.Workload(2048, 128).footprint == 2112 and workload.Workload(1000, 1000).footprint == 1504
@@ -574,7 +576,7 @@ def test_workload_average_context_and_paged_footprint_by_hand():
 
 
 def test_steady_state_by_hand_llama_3_8b_fp8_on_h100():
-    from roofkit.inference import workload
+    from roofkit.perf.inference import workload
 
     s = workload.steady_state("llama-3-8b", "h100", 128, 2048, dtype="fp8", kv_dtype="fp8")
     free = 0.9 * 81559 * 2**20 - weights.weights_bytes("llama-3-8b", "fp8")
@@ -594,7 +596,7 @@ def test_steady_state_by_hand_llama_3_8b_fp8_on_h100():
 
 def test_a_prefill_heavy_workload_is_slower_than_decode_alone_predicts():
     # issue 20: tokens/s at the worst-case context ignored prefill; 2,048 in, 128 out spends most of its steps on it
-    from roofkit.inference import workload
+    from roofkit.perf.inference import workload
 
     s = workload.steady_state("llama-3-8b", "h100", 2048, 128, dtype="fp8")
     decode_only = s.batch / latency.tpot("llama-3-8b", "h100", s.batch, 2048 + 64, dtype="fp8")
@@ -615,14 +617,14 @@ def test_cost_per_million_tokens_by_hand():
 
 
 def test_the_bound_never_loses_to_a_published_run():
-    from roofkit.inference import published
+    from roofkit.perf.inference import published
 
     for run in published.runs() + published.heldout():
         assert published.speed(run, published.predict(run)) >= 1, run.case
 
 
 def test_calibrated_is_within_its_targets_on_the_fitting_set():
-    from roofkit.inference import engine, published
+    from roofkit.perf.inference import engine, published
 
     cal = engine.default()
     assert 0 < cal.step_s < 5e-3 and cal.floor_s == layertime.default_calibration().floor_s and cal.runs == 8
@@ -631,7 +633,7 @@ def test_calibrated_is_within_its_targets_on_the_fitting_set():
 
 
 def test_calibrated_holds_on_tensorrt_llm_runs_it_never_saw():
-    from roofkit.inference import published
+    from roofkit.perf.inference import published
 
     rows = published.compare([r for r in published.heldout() if r.engine.startswith("TensorRT-LLM")
                               and r.hw != "l40s"])
@@ -642,7 +644,7 @@ def test_calibrated_holds_on_tensorrt_llm_runs_it_never_saw():
 
 
 def test_the_fit_generalizes_leave_one_out():
-    from roofkit.inference import engine, published
+    from roofkit.perf.inference import engine, published
 
     runs = published.runs()
     for i, run in enumerate(runs):

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 from roofkit.grading import cells
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from roofkit import build, quiz
+from roofkit.course import build, quiz
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = build.lesson_paths(ROOT, None)

@@ -13,9 +13,11 @@ import re
 import numpy as np
 import pytest
 
-from roofkit import formulas, hardware, layertime, models, roofline
+from roofkit import formulas
+from roofkit.catalogs import hardware, models
+from roofkit.perf import layertime, roofline
 from roofkit.errors import InvalidValue, RoofkitError, UnknownName
-from roofkit.hardware import NoAchievableFigure
+from roofkit.catalogs.hardware import NoAchievableFigure
 from roofkit.measure import layers
 
 from helpers import run

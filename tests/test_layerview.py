@@ -8,7 +8,8 @@ import pytest
 from matplotlib.figure import Figure
 
 import roofkit
-from roofkit import layerview, roofline
+from roofkit.plots import layers as layerview
+from roofkit.perf import roofline
 from roofkit.errors import InvalidValue
 
 LLAMA3 = roofkit.model("llama-3-8b")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from roofkit import answers, cli, hardware, quiz
+from roofkit.course import answers, quiz
+from roofkit import cli
+from roofkit.catalogs import hardware
 from roofkit.errors import InvalidValue
 
 LESSON = (Path(__file__).resolve().parent.parent / "lessons" / "00-start-here.md").read_text("utf-8")

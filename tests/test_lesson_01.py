@@ -12,14 +12,15 @@ import math
 import pytest
 import sympy
 
-from roofkit import formulas, quiz
+from roofkit import formulas
+from roofkit.course import quiz
 
 Q = quiz.get
 
 
 def test_an_fma_is_two_flops():
     # every datasheet peak counts a multiply-add as 2 FLOPs; so does PyTorch's FlopCounterMode
-    from roofkit.course.lesson_01 import FLOPS_PER_FMA
+    from roofkit.course.bank.lesson_01 import FLOPS_PER_FMA
 
     assert FLOPS_PER_FMA == 2
 

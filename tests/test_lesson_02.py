@@ -10,7 +10,9 @@ import math
 import pytest
 import sympy
 
-from roofkit import formulas, hardware, quiz
+from roofkit import formulas
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
 
 Q = quiz.get
 

@@ -12,8 +12,11 @@ T_math + T_mem at the datasheet roofs).
 
 import pytest
 
-from roofkit import formulas, fusion, hardware, quiz, roofline
-from roofkit.quiz import answer_key as key
+from roofkit import formulas
+from roofkit.perf import fusion, roofline
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
 
 H100 = hardware.get("h100")
 

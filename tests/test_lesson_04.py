@@ -15,9 +15,12 @@ import math
 
 import pytest
 
-from roofkit import formulas, hardware, quiz, roofline
+from roofkit import formulas
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
+from roofkit.perf import roofline
 from roofkit.errors import InvalidValue
-from roofkit.quiz import answer_key as key
+from roofkit.course.quiz import answer_key as key
 
 
 def test_lesson_has_its_questions():

@@ -11,9 +11,11 @@ import pytest
 import sympy
 
 import roofkit
-from roofkit import formulas, precision, quiz, roofline
-from roofkit.quiz import answer_key as key
-from roofkit.course import lesson_05
+from roofkit import formulas
+from roofkit.perf import precision, roofline
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
+from roofkit.course.bank import lesson_05
 
 H100 = roofkit.hw("h100")
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import roofkit
-from roofkit import precision, quiz, training
-from roofkit.quiz import answer_key as key
-from roofkit.course import lesson_06
+from roofkit.perf import precision, training
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
+from roofkit.course.bank import lesson_06
 
 
 

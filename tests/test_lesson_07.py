@@ -2,8 +2,11 @@
 
 import pytest
 
-from roofkit import formulas, hardware, quiz, training
-from roofkit.quiz import answer_key as key
+from roofkit import formulas
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
+from roofkit.perf import training
+from roofkit.course.quiz import answer_key as key
 
 H100_BF16 = hardware.get("h100").peak("bf16")
 

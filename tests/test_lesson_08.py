@@ -5,8 +5,11 @@ import math
 import pytest
 import sympy
 
-from roofkit import formulas, hardware, quiz, training
-from roofkit.quiz import answer_key as key
+from roofkit import formulas
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
+from roofkit.perf import training
+from roofkit.course.quiz import answer_key as key
 
 H100 = hardware.get("h100")
 

@@ -4,8 +4,10 @@ import math
 
 import pytest
 
-from roofkit import formulas, fusion, layertime, quiz, roofline
-from roofkit.quiz import answer_key as key
+from roofkit import formulas
+from roofkit.perf import fusion, layertime, roofline
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
 
 
 
@@ -201,7 +203,7 @@ def test_the_h100_verdict_at_8192_and_why():
     assert roofline.attainable(tiled.intensity, 989e12, 3.35e12) / 989e12 == pytest.approx(0.434, abs=0.005)
     # ... which FlashAttention-3's measured 75% of peak (Shah et al. 2024) beats: re-reads come from the L2.
     # One head's K and V at s = 8192 (4 MiB) fit the H100's 50 MB L2; with M = L2 the count is the ideal one
-    from roofkit import hardware
+    from roofkit.catalogs import hardware
 
     l2 = hardware.get("h100").l2_bytes
     assert 2 * 8192 * 128 * 2 < l2

@@ -4,9 +4,11 @@ import math
 
 import pytest
 
-from roofkit import formulas, fusion, quiz, roofline
-from roofkit.quiz import answer_key as key
-from roofkit.course import lesson_10
+from roofkit import formulas
+from roofkit.perf import fusion, roofline
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
+from roofkit.course.bank import lesson_10
 
 
 

@@ -11,9 +11,12 @@ import math
 import pytest
 
 import roofkit
-from roofkit import formulas, fusion, layertime, layerview, quiz, roofline
+from roofkit import formulas
+from roofkit.perf import fusion, layertime, roofline
+from roofkit.plots import layers as layerview
+from roofkit.course import quiz
 from roofkit.measure import layers
-from roofkit.quiz import answer_key as key
+from roofkit.course.quiz import answer_key as key
 
 from helpers import verdict
 

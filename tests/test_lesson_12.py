@@ -11,8 +11,9 @@ compute-bound one gains nothing, the FLOPs being the same).
 
 import pytest
 
-from roofkit import hardware, quiz
-from roofkit.quiz import answer_key as key
+from roofkit.catalogs import hardware
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
 
 H100 = hardware.get("h100")
 

@@ -14,9 +14,9 @@ import random
 import pytest
 
 import roofkit
-from roofkit import quiz
-from roofkit.inference import kvcache, latency, memory, paged, speculative
-from roofkit.quiz import answer_key as key
+from roofkit.course import quiz
+from roofkit.perf.inference import kvcache, latency, memory, paged, speculative
+from roofkit.course.quiz import answer_key as key
 
 from helpers import verdict
 
@@ -126,7 +126,7 @@ def test_int4_buys_less_than_its_bytes():
 
 
 def test_worked_problem_four_replicas_of_llama_3_70b_on_8_h100():
-    from roofkit.inference import published, workload
+    from roofkit.perf.inference import published, workload
 
     pair = memory.plan("llama-3-70b", "h100", 8, 1504, 1, "fp8", "fp8", tp=2)
     assert (pair.replicas, pair.gpus, pair.max_batch) == (4, 2, 329)
@@ -173,7 +173,7 @@ def test_continuous_batching_questions_by_hand():
     assert verdict("l13.prefill-per-step", 256 * 2048).misconception == "every-request-every-step"
     # prefix caching: (0.9 M - W - 1,536 tokens of cache) over each request's own blocks, 2,176 - 1,536 -> 640
     m_kv = 2 * 32 * 8 * 128  # FP8
-    from roofkit.inference import weights
+    from roofkit.perf.inference import weights
 
     free = 0.9 * 81559 * 2**20 - weights.weights_bytes("llama-3-8b", "fp8") - 1536 * m_kv
     assert key("l13.prefix-batch") == math.floor(free / (640 * m_kv))
@@ -193,7 +193,7 @@ def test_all_reduce_floor_and_fewest_gpus():
 
 
 def test_cost_per_million_tokens_by_hand():
-    from roofkit.inference import workload
+    from roofkit.perf.inference import workload
 
     rate = workload.steady_state("llama-3-8b", "h100", 1000, 1000, dtype="fp8").tokens_per_s
     assert key("l13.cost-per-million") == pytest.approx(2.5 / 3600 / rate * 1e6)
@@ -239,7 +239,7 @@ def test_lesson_claims():
     at = lambda b, wd: latency.tpot("llama-3-8b", "h100", b, 4096, weights_dtype=wd)  # noqa: E731
     assert at(1, "bf16") / at(1, "int4") > 2 and at(48, "bf16") / at(48, "int4") < 1.4
     # section 5: prefill interrupts decode; decode at the final context overstates a prefill-heavy workload
-    from roofkit.inference import workload
+    from roofkit.perf.inference import workload
 
     heavy = workload.steady_state("llama-3-8b", "h100", 2048, 128, dtype="fp8")
     assert heavy.tpot_s > 3 * latency.tpot("llama-3-8b", "h100", heavy.batch, 2112, dtype="fp8")

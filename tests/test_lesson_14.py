@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from roofkit import comms, hardware, models, parallel, quiz
-from roofkit.quiz import answer_key as key
+from roofkit.perf import comms, parallel
+from roofkit.catalogs import hardware, models
+from roofkit.course import quiz
+from roofkit.course.quiz import answer_key as key
 
 LESSON = Path(__file__).resolve().parent.parent / "lessons" / "14-many-gpus.md"
 H100 = hardware.get("h100")
@@ -248,14 +250,14 @@ LLAMA3_TABLE_4 = {"8192 H100, CP 1": 0.43, "16384 H100, CP 1,": 0.41, "CP 16": 0
 
 
 def _llama3_runs():
-    from roofkit.parallel import published
+    from roofkit.perf.parallel import published
 
     return [r for r in published.load("fitting") if r.case.startswith("Llama 3")]
 
 
 @pytest.mark.parametrize("run", _llama3_runs(), ids=lambda r: r.case)
 def test_the_405b_layouts_land_within_10_percent_of_meta_s_mfu(run):
-    from roofkit.parallel import published
+    from roofkit.perf.parallel import published
 
     reported = next(v for k, v in LLAMA3_TABLE_4.items() if k in run.case)
     mine = run.assumed["published_tflops_per_gpu"] * 1e12 / H100.peak("bf16")
@@ -269,7 +271,7 @@ def test_the_405b_layouts_land_within_10_percent_of_meta_s_mfu(run):
 
 
 def test_mfu_falls_from_8k_to_16k_gpus_through_the_bubble():
-    from roofkit.parallel import published
+    from roofkit.perf.parallel import published
 
     small, large = (published.predict(r, calibrated=True) for r in _llama3_runs()[:2])
     assert large.microbatches == small.microbatches // 2
@@ -278,7 +280,7 @@ def test_mfu_falls_from_8k_to_16k_gpus_through_the_bubble():
 
 
 def test_no_published_run_beats_its_bound():
-    from roofkit.parallel import published
+    from roofkit.perf.parallel import published
 
     for row in published.compare():
         assert row["bound_ratio"] <= 1, row["case"]
@@ -318,7 +320,7 @@ def test_the_worked_problem_picks_zero1_over_the_pipeline():
 def test_meta_s_405b_layouts_fit_as_the_lesson_says():
     # the lesson: "Meta's three layouts fit what the card reports, as they must"; the eager estimate passes the
     # card's line at 8K GPUs only
-    from roofkit.parallel import published
+    from roofkit.perf.parallel import published
 
     plans = [published.predict(r, calibrated=True) for r in _llama3_runs()]
     assert all(p.fits for p in plans)

@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from roofkit import hardware, links
+from roofkit.catalogs import hardware, links
 from roofkit.errors import InvalidValue, RoofkitError
 
 

@@ -13,7 +13,9 @@ import types
 
 import pytest
 
-from roofkit import cli, formulas, fusion, hardware, measure, roofline
+from roofkit import cli, formulas, measure
+from roofkit.perf import fusion, roofline
+from roofkit.catalogs import hardware
 from roofkit.errors import InvalidValue
 
 from helpers import scratch_hardware_catalog
@@ -720,7 +722,7 @@ def test_fake_gpu_layers_have_the_dataset_s_format(fake_cuda):
 
 def test_measured_layers_calibrate_the_layer_model(fake_cuda, tmp_path, scratch_catalog):
     """On the fake GPU every kernel costs FLOOR + its roofline time: the fit must find that floor."""
-    from roofkit import layertime
+    from roofkit.perf import layertime
 
     profile = tiny_run(gpu=True, quick=True)
     assert profile.gpu and profile.gpu["layers"]["cases"]

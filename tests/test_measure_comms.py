@@ -10,7 +10,8 @@ import types
 import numpy as np
 import pytest
 
-from roofkit import cli, comms
+from roofkit import cli
+from roofkit.perf import comms
 from roofkit.errors import InvalidValue, RoofkitError
 from roofkit.measure import comms as mc
 

@@ -11,7 +11,7 @@ from importlib import resources
 import pytest
 
 import roofkit
-from roofkit import layertime
+from roofkit.perf import layertime
 from roofkit.errors import InvalidValue
 from roofkit.measure import layers, predicted
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import test_measure as tm
-from roofkit import steptime
+from roofkit.perf import steptime
 from roofkit.errors import InvalidValue
 from roofkit.measure import gpu, layers
 

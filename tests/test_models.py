@@ -14,9 +14,10 @@ from importlib import resources
 import pytest
 
 import roofkit
-from roofkit import formulas, models
+from roofkit import formulas
+from roofkit.catalogs import models
 from roofkit.errors import InvalidValue, RoofkitError, UnknownName
-from roofkit.models import UnknownModel
+from roofkit.catalogs.models import UnknownModel
 
 DOCUMENT = tomllib.loads(resources.files("roofkit").joinpath("data/models.toml").read_text("utf-8"))
 CITATIONS = DOCUMENT.pop("sources")

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from roofkit import comms, links, nccl
+from roofkit.perf import comms, nccl
+from roofkit.catalogs import links
 from roofkit.errors import InvalidValue
 
 from helpers import run

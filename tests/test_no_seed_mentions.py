@@ -102,7 +102,7 @@ def test_no_seed_mention_in_notebooks_or_their_outputs(path):
 
 
 def _bank_strings():
-    from roofkit import quiz
+    from roofkit.course import quiz
 
     quiz.questions()  # loads the whole bank
     for question in quiz.questions():
@@ -122,7 +122,7 @@ def test_no_seed_mention_in_the_question_bank():
 
 
 def test_no_seed_mention_on_the_built_site(tmp_path):
-    from roofkit.site import build_site
+    from roofkit.course.site import build_site
 
     pages = build_site(ROOT, tmp_path / "_site", progress=False)
     found = []

@@ -8,7 +8,8 @@ import pytest
 import sympy
 from hypothesis import given, settings, strategies as st
 
-from roofkit import comms, hardware, links, models, parallel, training
+from roofkit.perf import comms, parallel, training
+from roofkit.catalogs import hardware, links, models
 from roofkit.errors import InvalidValue, RoofkitError
 
 from helpers import run
@@ -273,7 +274,7 @@ def test_the_stage_that_holds_most():
 
 
 def test_meta_s_405b_layouts_fit_an_h100():
-    from roofkit.parallel import published
+    from roofkit.perf.parallel import published
 
     for run in (r for r in published.load("fitting") if r.case.startswith("Llama 3")):
         plan = published.predict(run)

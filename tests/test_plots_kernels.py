@@ -4,7 +4,9 @@ import math
 
 import pytest
 
-from roofkit import formulas, fusion, plots_kernels, roofline
+from roofkit import formulas
+from roofkit.perf import fusion, roofline
+from roofkit.plots import kernels as plots_kernels
 from roofkit.errors import InvalidValue
 
 

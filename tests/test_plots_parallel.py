@@ -3,7 +3,9 @@ from the figures and compared with the numbers they stand for; bad input is one 
 
 import pytest
 
-from roofkit import comms, links, parallel, plots_parallel as pp
+from roofkit.perf import comms, parallel
+from roofkit.catalogs import links
+from roofkit.plots import parallel as pp
 from roofkit.errors import InvalidValue
 
 PLAN_ARGS = dict(model="llama-3-70b", hw="h100", gpus=1024, global_batch_tokens=4 * 2**20, seq=8192,
@@ -119,7 +121,7 @@ def test_memory_bars_are_the_plans_memory(plans):
         expected = [p.memory.get(key, 0.0) / 1e9 for p in plans]
         assert widths == pytest.approx(expected) or (not widths and not any(expected))  # ZeRO-3's part, if any
     (line,) = _by_gid(ax, "capacity")
-    from roofkit import hardware
+    from roofkit.catalogs import hardware
 
     assert line.get_xdata()[0] == pytest.approx(hardware.get("h100").capacity_bytes / 1e9)  # as the card reports
     texts = [t.get_text() for t in ax.texts]

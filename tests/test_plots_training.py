@@ -2,7 +2,8 @@
 
 import pytest
 
-from roofkit import plots_training, training
+from roofkit.plots import training as plots_training
+from roofkit.perf import training
 from roofkit.errors import InvalidValue
 
 

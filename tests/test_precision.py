@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from roofkit import precision
+from roofkit.perf import precision
 from roofkit.errors import InvalidValue, RoofkitError, UnknownPrecision
 
 ML_DTYPES = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn"]

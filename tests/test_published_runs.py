@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from roofkit.parallel import calibration, published
+from roofkit.perf.parallel import calibration, published
 
 FITTING, HELD_OUT = published.load("fitting"), published.load("held-out")
 
@@ -61,7 +61,8 @@ def test_deepspeed_zero3_rows_need_one_nic_per_gpu_and_run_as_deepspeed_0_3_did(
     # DeepSpeed 0.3 launched each parameter's all-gather after a torch.cuda.synchronize(): nothing hid (the rows say
     # so, with the source); the published steps of Narayanan et al.'s Table 2 are as long as each GPU's step traffic
     # (3 weight gathers, 1 gradient reduce-scatter) through one HDR NIC: about 24 GB/s whatever the GPU count
-    from roofkit import comms, links
+    from roofkit.perf import comms
+    from roofkit.catalogs import links
 
     nic = links.get("ib-hdr").nccl_bandwidth
     rows = [r for r in HELD_OUT if "ZeRO-3" in r.case]

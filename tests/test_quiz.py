@@ -5,9 +5,10 @@ import math
 import pytest
 import sympy
 
-from roofkit import formulas, quiz
+from roofkit import formulas
+from roofkit.course import quiz
 from roofkit.errors import InvalidValue, UnknownName
-from roofkit.quiz import Misconception, Question
+from roofkit.course.quiz import Misconception, Question
 
 GEMM = Question(
     id="test.gemm-intensity", lesson="99", kind="numeric",
@@ -236,7 +237,7 @@ def test_the_learners_slips_are_named(question_id, answer, name):
 
 
 def test_twin_questions_have_twin_diagnoses():
-    from roofkit.inference import serving
+    from roofkit.perf.inference import serving
 
     worked = quiz.get("l13.worked-throughput")
     p = worked.params

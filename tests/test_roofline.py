@@ -16,7 +16,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from roofkit import dtypes, formulas, hardware, roofline
+from roofkit import dtypes, formulas
+from roofkit.catalogs import hardware
+from roofkit.perf import roofline
 from roofkit.errors import InvalidValue, RoofkitError, UnknownPrecision, UnsupportedPrecision
 
 H100 = hardware.get("h100")

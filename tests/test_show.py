@@ -7,7 +7,7 @@ import sys
 
 import sympy
 
-from roofkit import show
+from roofkit.course import show
 
 
 def test_a_piecewise_result_becomes_latex_not_its_python_repr():

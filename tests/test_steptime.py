@@ -3,7 +3,9 @@ and Korthikanti et al.'s measured layer (Table 4: the 22B layer's backward and r
 
 import pytest
 
-from roofkit import formulas, layertime, models, steptime, training
+from roofkit import formulas
+from roofkit.perf import layertime, steptime, training
+from roofkit.catalogs import models
 from roofkit.errors import InvalidValue
 
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofkit import hardware, training
+from roofkit.catalogs import hardware
+from roofkit.perf import training
 from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision, UnsupportedPrecision
 
 H100_BF16 = hardware.get("h100").peak("bf16")

@@ -110,7 +110,7 @@ def test_whole_takes_whole_numbers_and_names_the_bad_value():
 
 # --- the answer reader: what people write (roofkit.answers; docs/answers.md lists it with examples) -----------
 
-from roofkit import answers  # noqa: E402
+from roofkit.course import answers  # noqa: E402
 
 
 @pytest.mark.parametrize(

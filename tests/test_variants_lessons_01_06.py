@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 from roofkit.grading import variants
 
 LESSONS = ("01", "02", "03", "04", "05", "06")

@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 
 LESSONS = ("07", "08", "09", "10", "11", "12")
 SAMPLE = 50

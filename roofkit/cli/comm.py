@@ -38,7 +38,8 @@ def _mode(calibrated: bool) -> tuple[str, str]:
 
 
 def _hierarchical(args) -> None:
-    from .. import comms, links
+    from ..perf import comms
+    from ..catalogs import links
     from ..errors import InvalidValue
 
     intra, inter = links.get(args.link), links.get(args.inter)
@@ -70,7 +71,8 @@ def _hierarchical(args) -> None:
 
 
 def cmd_comm(args) -> None:
-    from .. import comms, links
+    from ..perf import comms
+    from ..catalogs import links
     from ..errors import InvalidValue
 
     if args.nodes is not None and args.inter is None:
@@ -98,7 +100,7 @@ def cmd_comm(args) -> None:
 
 def _network(link) -> str:
     """The first scale-out network of an accelerator that has ``link`` (for --nodes without --inter)."""
-    from .. import hardware, links
+    from ..catalogs import hardware, links
     from ..errors import InvalidValue
 
     for acc in hardware.catalog():

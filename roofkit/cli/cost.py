@@ -12,7 +12,7 @@ def _output(args, cost) -> None:
     rows = [("FLOPs", human(data["flops"], "FLOP")), ("bytes moved", human(data["bytes"], "B")),
             ("intensity", f"{data['intensity']:.4g} FLOP/byte")]
     if args.hw:
-        from ..roofline import analyze
+        from ..perf.roofline import analyze
 
         placed = analyze(cost, args.hw, args.dtype)
         data.update(

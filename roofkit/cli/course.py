@@ -6,7 +6,7 @@ from ._common import emit
 
 
 def cmd_build(args) -> None:
-    from ..build import build
+    from ..course.build import build
 
     report = build(args.root, check=args.check, only=args.lesson or None, progress=not getattr(args, "json", False))
     data = {"ok": report.ok, "written": report.written, "stale": report.stale, "orphans": report.orphans}
@@ -22,7 +22,7 @@ def cmd_build(args) -> None:
 
 
 def cmd_site(args) -> None:
-    from ..site import build_site
+    from ..course.site import build_site
 
     pages = build_site(args.root, args.out, progress=not getattr(args, "json", False))
     emit(args, {"index": str(pages[0]), "pages": [str(p) for p in pages]},

@@ -14,7 +14,8 @@ def _phase(t) -> str:
 
 
 def cmd_layer(args) -> None:
-    from .. import hardware, layertime, models
+    from ..catalogs import hardware, models
+    from ..perf import layertime
     from ..errors import InvalidValue
 
     if args.profile and not args.calibrated:

@@ -12,7 +12,7 @@ EXIT_WRONG = 1
 
 
 def cmd_list(args) -> None:
-    from .. import quiz
+    from ..course import quiz
 
     items = [q.to_dict() for q in quiz.questions(args.lesson)]
     emit(args, {"questions": items},
@@ -20,7 +20,7 @@ def cmd_list(args) -> None:
 
 
 def cmd_check(args) -> None:
-    from .. import quiz
+    from ..course import quiz
     from ..errors import InvalidValue
 
     question = quiz.get(args.id)
@@ -37,7 +37,7 @@ def cmd_check(args) -> None:
 
 
 def cmd_hint(args) -> None:
-    from .. import quiz
+    from ..course import quiz
 
     question = quiz.get(args.id)
     text = quiz.hint_text(question, args.n)

@@ -34,9 +34,9 @@ def _rate(value) -> str:
 
 
 def cmd_serve(args) -> None:
-    from .. import hardware, models
+    from ..catalogs import hardware, models
     from ..errors import InvalidValue
-    from ..inference import serve
+    from ..perf.inference import serve
 
     if args.input_tokens is not None and args.output_tokens is None:
         raise InvalidValue("--input-tokens needs --output-tokens: a workload is I input and O output tokens.")

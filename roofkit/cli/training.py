@@ -7,7 +7,7 @@ from ._common import emit, number, size, table
 
 def _params(args):
     """N from --params, or from --model (a catalog name or a model file; a mixture of experts: its active weights)."""
-    from .. import models
+    from ..catalogs import models
     from ..errors import InvalidValue
 
     if (args.params is None) == (args.model is None):
@@ -19,7 +19,7 @@ def _params(args):
 
 
 def cmd_train(args) -> None:
-    from .. import training
+    from ..perf import training
 
     est = training.estimate(_params(args), args.tokens, hw=args.hw, dtype=args.dtype, mfu=args.mfu,
                             gpus=args.gpus, usd_per_gpu_hour=args.usd_per_gpu_hour)
@@ -35,7 +35,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_mfu(args) -> None:
-    from .. import training
+    from ..perf import training
 
     report = training.mfu_report(args.params, args.tokens_per_s, args.gpus, args.hw, args.dtype)
     rows = [("MFU", f"{report['mfu']:.1%}"), ("plausible", "yes" if report["plausible"] else "no")]

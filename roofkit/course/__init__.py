@@ -1,16 +1,13 @@
-"""The course's question bank: one module per lesson, each registering its questions.
+"""The course: questions and how answers are read, the lessons' helpers, the explorers, the build and the site.
 
-A question's key is a computation through roofkit over the question's
-parameters (see :mod:`roofkit.quiz`); the lessons only name question ids.
-Importing this package registers every lesson's questions.
+    quiz      question kinds, checking, feedback, hints, the answer box
+    answers   reading a learner's answer: numbers with units, formulas, choices
+    show      typeset a sympy formula in a notebook
+    explore   the interactive explorers (widgets over the models and the figures)
+    build     lessons/*.md -> notebooks/ and solutions/
+    site      the course as static HTML
+    bank      the question bank: one module per lesson (a graded kernel's roofkit holds none of it)
+
+Importing this package imports none of them; :func:`roofkit.course.quiz.get`
+loads the bank when a question is first asked for (docs/architecture.md).
 """
-
-from __future__ import annotations
-
-import importlib
-import pkgutil
-
-LESSON_MODULES = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("lesson_"))
-
-for _name in LESSON_MODULES:
-    importlib.import_module(f".{_name}", __name__)

@@ -44,7 +44,7 @@ h100 = roofkit.hw("h100")"""
 
 
 def _lesson_notebooks(root: Path, lessons: list[str]) -> list[tuple[str, object]]:
-    from .. import build
+    from ..course import build
 
     paths = build.lesson_paths(root, lessons)  # raises InvalidValue naming the lessons that exist
     return [(path.stem, build.make_notebook(path, "student")) for path in paths]
@@ -93,7 +93,7 @@ def _exercise_cells(root: Path, patterns: list[str], private: list[str] = ()) ->
     """An exercise set: each chosen question's ask cell and answer cell, from its lesson (or made, if private)."""
     import nbformat
 
-    from .. import quiz
+    from ..course import quiz
 
     bank = [q.id for q in quiz.questions()]
     chosen = []
@@ -131,7 +131,7 @@ def specs(manifest: dict, params: dict[str, dict]) -> dict[str, dict]:
     From what the release recorded of each question, so a later change to the bank (a new roofkit, a fixed key)
     does not change the notebooks the grader rebuilds.
     """
-    from .. import quiz
+    from ..course import quiz
     from .release import spec
 
     recorded = manifest.get("public") or {}
@@ -145,7 +145,7 @@ def numbers(manifest: dict, secret: bytes | None, student: str | None) -> dict[s
     Drawn among the combinations the release recorded (a release made before they were recorded: among the
     bank's current ones).
     """
-    from .. import quiz
+    from ..course import quiz
 
     if secret is None or student is None:
         return {}
@@ -198,7 +198,7 @@ def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, r
     """
     import nbformat
 
-    from .. import quiz
+    from ..course import quiz
 
     root = Path(root)
     if not lessons and not questions and not private:
@@ -289,7 +289,7 @@ def _write(path: Path, text: str) -> None:
 
 def _check_manifest(manifest, path: Path) -> None:
     """A manifest as `roofkit assign` writes it, or one clear error: an instructor may have edited it by hand."""
-    from .. import quiz
+    from ..course import quiz
 
     def bad(what: str):
         return InvalidValue(f"{str(path)!r} is not a manifest `roofkit assign` wrote: {what}. "

@@ -56,7 +56,7 @@ def files(path: str | Path) -> list[Path]:
 
 def _run(path: Path, text: str) -> list[str]:
     """Execute one bank file; the ids of the questions it registered."""
-    from .. import quiz
+    from ..course import quiz
     from . import variants
 
     before = {q.id for q in quiz.questions()}
@@ -93,7 +93,7 @@ def _line_of(error: BaseException, path: Path) -> int | None:
 
 def load(path: str | Path) -> list:
     """Register the private questions of ``path`` (a file or folder) in this process; return them."""
-    from .. import quiz
+    from ..course import quiz
 
     ids: list[str] = []
     for file in files(path):
@@ -129,7 +129,7 @@ def load(path: str | Path) -> list:
 
 def forget(path: str | Path) -> None:
     """Unregister the questions of a bank this process loaded (a long-lived session, the tests)."""
-    from .. import quiz
+    from ..course import quiz
 
     with _lock:
         for file in files(path):

@@ -142,7 +142,7 @@ def sandbox_settings(limits: Limits, folder: str, jail=None, host_package: str |
     host_package = host_package or stripped.package()
     package = jail.package(host_package) if jail is not None else host_package
     hidden = stripped.hidden()
-    tripwire = os.path.join(package, "roofkit", "course")
+    tripwire = os.path.join(package, "roofkit", stripped.BANK)
     watched = [*hidden, tripwire]
     # folders the watch need not check (thousands of imports): the installation, unless a hidden path is in it
     trusted = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}

@@ -53,7 +53,7 @@ __all__ = ["main", "collect", "Context", "grade_one", "RESULTS", "load"]
 
 # what a cell that looks for keys tends to say; a graded kernel has none to find (see .stripped, .release), and
 # the watch (.probe) reports what actually reached for one, however it was spelled
-_KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b|\b_load_bank\b|roofkit\.course\b"
+_KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b|\b_load_bank\b|\bcourse\.bank\b"
                        r"|\bcourse\.lesson_\d|\bsys\.modules\b|\bgc\.get_objects\b|\bhidden_cases\b")
 GRADER_VERSION = 2
 MAX_FILE_BYTES = 64 * 2**20
@@ -191,7 +191,7 @@ class Context:
 
     def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits(),
                  bank: str | Path | None = None, feedback: str | None = None, plan=None):
-        from .. import quiz
+        from ..course import quiz
         from . import release as _release  # noqa: F401 - imported once here, not half-way in a worker thread
         from .score import LEVELS, default_level
 
@@ -282,7 +282,7 @@ def _own_plan(mode: str = "auto"):
 
 def _self_questions(nb) -> list[dict]:
     """A learner's own notebook: the questions of its lessons (from its metadata, else from its check calls)."""
-    from .. import quiz
+    from ..course import quiz
 
     meta = nb.metadata.get("roofkit") if isinstance(nb.metadata.get("roofkit"), dict) else {}
     lessons = set()
@@ -299,11 +299,11 @@ def _self_questions(nb) -> list[dict]:
 
 def _reference(nb):
     """A learner's notebook: the course's own student notebook of the same lesson, if roofkit can build it."""
-    from .. import build
+    from ..course import build
 
     meta = nb.metadata.get("roofkit") if isinstance(nb.metadata.get("roofkit"), dict) else {}
     origin = str(meta.get("generated_from", ""))
-    lesson = Path(build.__file__).resolve().parent.parent / origin
+    lesson = Path(build.__file__).resolve().parents[2] / origin  # the checkout: roofkit/course/build.py is two below it
     if not re.fullmatch(r"lessons/\d\d-[\w.-]+\.md", origin) or not lesson.is_file():
         return None
     return build.make_notebook(lesson, "student")
@@ -357,7 +357,7 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
 
     ``submission``: the file as already read (:func:`files.read_submission`); else it is read here, once.
     """
-    from .. import quiz
+    from ..course import quiz
     from . import cases as code_cases
     from . import execute, score
 

@@ -7,10 +7,10 @@ installs an audit hook (PEP 578: it cannot be removed from Python) that writes
 one line to the pipe for each of these events:
 
 * ``roofkit.keys``: raised by roofkit itself when code asks a released
-  question for its key, reads the withheld bank, or imports ``roofkit.course``
+  question for its key, reads the withheld bank, or imports ``roofkit.course.bank``
   (:mod:`roofkit.grading.release`);
-* ``import`` and ``pickle.find_class`` naming ``roofkit.course`` or a private
-  bank module;
+* ``import`` and ``pickle.find_class`` naming the course's bank (``roofkit.course.bank``,
+  or a lesson's module by its public name, ``roofkit.course.lesson_00``) or a private bank module;
 * ``open``, ``os.listdir`` and ``os.scandir`` of a path inside the real roofkit
   package or a private bank (the hook holds only hashes of those paths).
 
@@ -27,9 +27,13 @@ import json
 import os
 import sys
 
-__all__ = ["install", "Watch", "digest", "BANK_MODULE_PREFIX"]
+__all__ = ["install", "Watch", "digest", "BANK_MODULE_PREFIX", "BANK_PACKAGE", "BANK_PUBLIC_PREFIX"]
 
 BANK_MODULE_PREFIX = "roofkit_private_bank"
+# the course's question bank (roofkit/course/bank/: keys, hidden cases, misconceptions), and the public names of its
+# modules (roofkit.course.lesson_00 is roofkit.course.bank.lesson_00: see roofkit/__init__.py)
+BANK_PACKAGE = "roofkit.course.bank"
+BANK_PUBLIC_PREFIX = "roofkit.course.lesson_"
 _EVENT = "roofkit.keys"
 _MAX_EVENTS = 200
 
@@ -54,6 +58,11 @@ def install(fd: int, hidden: list[str], trusted: list[str] = (), quiet: list[str
     quiet = tuple(os.path.normpath(q) for q in quiet)
     sent: set[str] = set()
     busy = []
+    package, prefixes = BANK_PACKAGE, (BANK_PACKAGE + ".", BANK_PUBLIC_PREFIX, BANK_MODULE_PREFIX)  # fixed now:
+    # student code that rebinds this module's names later changes nothing in the hook
+
+    def bank_module(name) -> bool:
+        return isinstance(name, str) and (name == package or name.startswith(prefixes))
 
     def send(what: str) -> None:
         if what in sent or len(sent) >= _MAX_EVENTS:
@@ -81,10 +90,6 @@ def install(fd: int, hidden: list[str], trusted: list[str] = (), quiet: list[str
                     break
                 candidate = parent
         return False
-
-    def bank_module(name) -> bool:
-        return isinstance(name, str) and (name == "roofkit.course" or name.startswith("roofkit.course.")
-                                          or name.startswith(BANK_MODULE_PREFIX))
 
     def hook(event: str, args: tuple) -> None:
         if busy:  # realpath below raises events of its own

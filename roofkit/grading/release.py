@@ -16,7 +16,7 @@ misconception's value.
   calls it) and every question is a :class:`Released` one: that kernel's
   roofkit has no question bank at all (see :mod:`roofkit.grading.stripped`).
   Whatever reaches for a key there (``answer_key``, ``.key``, the bank, the
-  ``roofkit.course`` package) gets :class:`KeysWithheld` or nothing, and
+  ``roofkit.course.bank`` package) gets :class:`KeysWithheld` or nothing, and
   raises the audit event ``roofkit.keys``, which the grader's watch
   (:mod:`roofkit.grading.probe`) reports as a flag.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidValue, RoofkitError
-from ..quiz import Verdict
+from ..course.quiz import Verdict
 
 __all__ = ["use_release", "spec", "public", "Released", "Recorded", "KeysWithheld", "arm", "graded", "prompt_only", "ids",
            "withheld", "AUDIT_EVENT"]
@@ -199,7 +199,7 @@ class Released:
 
     def _form(self, answer):
         """The answer as the grader will read it (roofkit.answers, the one reader), or the reader's error."""
-        from .. import answers
+        from ..course import answers
 
         if self.kind == "numeric":
             answers.read(answer, self.unit or "dimensionless")  # UnitMismatch names both units
@@ -240,7 +240,7 @@ class Recorded(Verdict):
 
 def use_release(specs: Mapping[str, Mapping[str, Any]]) -> None:
     """Ask this notebook's questions as the release says (a release's setup cell calls this)."""
-    from .. import quiz
+    from ..course import quiz
 
     known = set() if _GRADED else {q.id for q in quiz.questions()}
     released, numbers = {}, {}
@@ -305,7 +305,7 @@ def arm() -> None:
     copy without the question bank.
     """
     global _GRADED
-    from .. import quiz
+    from ..course import quiz
 
     _GRADED = True
     quiz._BANK = _WithheldBank()

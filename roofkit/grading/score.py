@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..answers import MAX_LENGTH as MAX_TEXT
+from ..course.answers import MAX_LENGTH as MAX_TEXT
 
 __all__ = ["Score", "judge_answer", "score_code", "answer_text", "LEVELS", "HIDDEN_DETAILS", "default_level"]
 
@@ -64,7 +64,7 @@ def _unreadable(question, why: str) -> Score:
 
 def judge_answer(question, answer) -> Score:
     """Points for a numeric, symbolic or choice answer to ``question`` (already asked with the student's numbers)."""
-    from .. import quiz
+    from ..course import quiz
 
     if answer is None or answer == "Ellipsis" or (isinstance(answer, str) and not answer.strip()):
         return Score(0.0, "not answered", "not answered")
@@ -93,7 +93,7 @@ def judge_answer(question, answer) -> Score:
 
 def score_code(question, results: dict[int, dict], public: int) -> Score:
     """Points for a function from its per-case results ({case index: line from the case runner})."""
-    from .. import quiz
+    from ..course import quiz
 
     all_cases = list(question.cases) + list(question.hidden_cases)
     if not all_cases:

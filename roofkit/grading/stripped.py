@@ -3,9 +3,9 @@
 The grader runs each submission (and each code answer's cases) with a copy of
 roofkit put first on the kernel's import path: every module (hardware,
 formulas, roofline, training, quiz, ...) is there, so answers computed with
-the library work as on a laptop, but ``roofkit/course/`` (the bank: keys,
-hidden cases, misconceptions) is replaced by a tripwire package whose import
-is reported and refused (:func:`roofkit.grading.release.withheld`). The
+the library work as on a laptop, but ``roofkit/course/bank/`` (the question bank:
+keys, hidden cases, misconceptions; :data:`BANK`) is replaced by a tripwire
+package whose import is reported and refused (:func:`roofkit.grading.release.withheld`). The
 copy is made once per grading process in a temporary folder and removed when
 the process ends.
 
@@ -24,13 +24,16 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["package", "hidden", "hide"]
+from .probe import BANK_PACKAGE
 
-_TRIPWIRE = '''"""Not here: a graded kernel's roofkit holds no question bank. The keys stay with the grader."""
+__all__ = ["package", "hidden", "hide", "BANK"]
 
-from ..grading.release import withheld
+BANK = Path(*BANK_PACKAGE.split(".")[1:])  # course/bank: the folder of the question bank, inside roofkit/
+_TRIPWIRE = f'''"""Not here: a graded kernel's roofkit holds no question bank. The keys stay with the grader."""
 
-withheld("import roofkit.course")
+from {"." * len(BANK.parts)}.grading.release import withheld
+
+withheld("import {BANK_PACKAGE}")
 '''
 
 _lock = threading.Lock()
@@ -39,9 +42,15 @@ _hidden: list[str] = []
 
 
 def _source() -> Path:
-    import roofkit
+    return Path(__file__).resolve().parents[1]  # roofkit/ (this is roofkit/grading/stripped.py)
 
-    return Path(roofkit.__file__).resolve().parent
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out: caches, hidden files, and the bank (only the bank: course/ keeps the quiz)."""
+    skipped = set(shutil.ignore_patterns("__pycache__", "*.pyc", ".*")(folder, names))
+    if Path(folder).resolve() == (_source() / BANK).parent:
+        skipped.add(BANK.name)
+    return skipped
 
 
 def package() -> str:
@@ -52,9 +61,9 @@ def package() -> str:
         root = tempfile.mkdtemp(prefix=f"roofkit-graded-{os.getpid()}-")  # the pid: a later grader may reap it
         atexit.register(shutil.rmtree, root, True)
         target = Path(root) / "roofkit"
-        shutil.copytree(_source(), target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "course"))
-        (target / "course").mkdir()
-        (target / "course" / "__init__.py").write_text(_TRIPWIRE, encoding="utf-8")
+        shutil.copytree(_source(), target, ignore=_ignore)
+        (target / BANK).mkdir()
+        (target / BANK / "__init__.py").write_text(_TRIPWIRE, encoding="utf-8")
         for path, dirs, files in os.walk(root):  # readable by an unprivileged kernel user (nobody), writable by none
             os.chmod(path, 0o755)
             for name in files:

@@ -123,7 +123,7 @@ def _same(a, b, rtol: float) -> bool:
 
 @lru_cache(maxsize=None)
 def _combinations(question_id: str, spec: tuple) -> tuple[dict, ...]:
-    from .. import quiz
+    from ..course import quiz
 
     question = quiz.get(question_id)
     names = sorted(question.variants)

@@ -34,7 +34,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from .. import comms
+from ..perf import comms
 from ..errors import InvalidValue, RoofkitError
 
 __all__ = ["measure_comms", "CommsProfile", "MeasurementFailed", "choose_backend", "run_rank", "SocketTransport",

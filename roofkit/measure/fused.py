@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from dataclasses import asdict, dataclass
 
-from .. import fusion
+from ..perf import fusion
 from .timing import Pool
 
 __all__ = ["CHAIN", "EXPRESSION", "FusionResult", "FusionChain"]

@@ -35,7 +35,9 @@ import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 
-from .. import formulas, hardware, roofline
+from .. import formulas
+from ..catalogs import hardware
+from ..perf import roofline
 from . import layers as _layers
 from .kernels import KernelResult, predict
 

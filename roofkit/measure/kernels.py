@@ -36,7 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from .. import formulas, roofline
+from .. import formulas
+from ..perf import roofline
 from .timing import Pool
 
 __all__ = ["KernelResult", "KernelSet", "KERNELS", "places", "shapes", "where", "softmax_numpy_cost",

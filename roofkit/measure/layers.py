@@ -417,7 +417,7 @@ def measure_layers(torch, timer, device, quick: bool = False, progress=None, fre
     flush before each run (roofkit.measure.gpu's timer). Cases that do not fit
     in ``free_bytes`` are skipped, with a note.
     """
-    from .. import models
+    from ..catalogs import models
 
     tick = progress or (lambda: None)
     iters, walls = (5, 10) if quick else (15, 50)
@@ -508,7 +508,7 @@ def measure_training(torch, timer, device, quick: bool = False, progress=None, f
     Cases that do not fit in ``free_bytes`` are skipped, with a note. Returns the
     ``training`` list of a layers.json document, and the notes.
     """
-    from .. import models
+    from ..catalogs import models
 
     tick = progress or (lambda: None)
     iters = 5 if quick else 15

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import re
 
-from .. import formulas, hardware, layertime, roofline
+from .. import formulas
+from ..catalogs import hardware
+from ..perf import layertime, roofline
 from ..errors import InvalidValue
 from .layers import load_layers, shipped
 

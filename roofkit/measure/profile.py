@@ -22,7 +22,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import hardware, roofline
+from ..catalogs import hardware
+from ..perf import roofline
 from ..errors import InvalidValue
 from ..units import positive
 from .kernels import KernelResult, format_table, prediction_table
@@ -143,7 +144,7 @@ class Profile:
 
         See :func:`roofkit.measure.plot.profile_plot`.
         """
-        from .plot import profile_plot
+        from ..plots.measure import profile_plot
 
         return profile_plot(self, beside, kernels, precisions, title)
 

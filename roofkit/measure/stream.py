@@ -48,7 +48,7 @@ import math
 import threading
 from dataclasses import asdict, dataclass
 
-from .. import fusion
+from ..perf import fusion
 from ..errors import InvalidValue
 from ..formulas import Cost, elementwise
 from .timing import Pool

@@ -197,7 +197,7 @@ def page(browser):
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
     """The static site, built once for every test that reads it (as `make site` builds it)."""
-    from roofkit.site import build_site
+    from roofkit.course.site import build_site
 
     out = tmp_path_factory.mktemp("site") / "_site"
     build_site(ROOT, out, progress=False)

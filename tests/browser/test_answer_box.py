@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from roofkit import quiz
+from roofkit.course import quiz
 
 from test_lab import notebook, run_all
 

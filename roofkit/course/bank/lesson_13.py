@@ -1,0 +1,684 @@
+"""Lesson 13, serving a model: prefill and decode, the KV cache, the memory wall, latency against throughput,
+continuous batching, prefix caching, disaggregation, sharded decode, quantized weights, cost, published runs,
+speculative decoding and paged KV.
+
+Every key goes through :mod:`roofkit.inference` (itself on the catalogs of
+models, accelerators and links and on :mod:`roofkit.layertime`), so a class
+variant may change the model, the accelerator, the context, the workload or the batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...perf import comms
+from ... import formulas
+from ...catalogs import hardware, links, models
+from ...perf.inference import kvcache, latency, memory, paged, speculative, workload
+from ...perf.inference.serving import usd_per_million_tokens
+from ..quiz import Misconception, Question, register
+
+_GIB_FOR_GB = 1e9 / 2**30  # a size computed in GiB, typed as GB
+
+
+def _unless_key(wrong, key):
+    """A wrong value as a misconception, unless a variant's numbers make it the key."""
+    def value(**p):
+        w = wrong(**p)
+        return None if w is None or math.isclose(w, key(**p), rel_tol=1e-9) else w
+    return value
+
+
+# --- keys ---------------------------------------------------------------------------------------------------
+
+
+def _prefill_intensity(prompt, d):
+    return formulas.gemm(prompt, d, d, "bf16").intensity
+
+
+def _ttft(model, hw, prompt):
+    return latency.ttft(model, hw, prompt)
+
+
+def _kv_sequence(model, context):
+    return kvcache.bytes_per_sequence(model, context)
+
+
+def _max_batch(model, hw, context, reserve=memory.RESERVE, twin=None):
+    return memory.max_batch(twin or model, hw, 1, context, reserve=reserve)
+
+
+def _max_batch_cache_once(model, hw, context):
+    p = memory.plan(model, hw, 1, context)
+    return math.floor(p.free_bytes / (context * p.kv_bytes_per_token / 2))
+
+
+def _attention(model, context, kv_dtype):
+    return latency.attention_intensity(model, context, kv_dtype=kv_dtype)
+
+
+def _sequence_intensity(model, context):
+    return latency.decode_cost(model, context).intensity
+
+
+def _throughput(model, hw, batch, context):
+    return batch / latency.tpot(model, hw, batch, context)
+
+
+def _critical(hw, weight_bytes):
+    d = latency.critical_batch_symbolic()
+    _, _, b_w, P, BW = d["symbols"]
+    acc = hardware.get(hw)
+    return float(d["B*"].subs({P: acc.peak("bf16"), BW: acc.memory_bandwidth(), b_w: weight_bytes}))
+
+
+def _steady(model, hw, input_tokens, output_tokens, **options):
+    return workload.steady_state(model, hw, input_tokens, output_tokens, **options)
+
+
+def _prefill_per_step(model, hw, batch, input_tokens, output_tokens):
+    return _steady(model, hw, input_tokens, output_tokens, batch=batch).prefill_tokens_per_step
+
+
+def _prefix_batch(model, hw, input_tokens, output_tokens, prefix, dtype):
+    return _steady(model, hw, input_tokens, output_tokens, dtype=dtype, prefix=prefix).batch
+
+
+def _disagg(model, hw, input_tokens, output_tokens, dtype):
+    return workload.disaggregated(model, hw, input_tokens, output_tokens, dtype=dtype).decode_per_prefill
+
+
+def _allreduce_floor(model, hw, tp):
+    link = links.scale_up(hw)
+    return models.get(model).layers * 2 * comms.latency_term("all-reduce", tp, link.latency)
+
+
+def _int4_speedup(model, hw, batch, context):
+    at = lambda wd: latency.tpot(model, hw, batch, context, weights_dtype=wd)  # noqa: E731
+    return at("bf16") / at("int4")
+
+
+def _cost(model, hw, input_tokens, output_tokens, dtype, usd):
+    s = _steady(model, hw, input_tokens, output_tokens, dtype=dtype)
+    return usd_per_million_tokens(s.tokens_per_s, 1, usd)
+
+
+def _waste(reserve, mean, sequences):
+    return 100 * paged.fragmentation([mean] * sequences, reserve).contiguous_waste
+
+
+def _worked(model, hw, gpus, tp, input_tokens, output_tokens, dtype):
+    return _steady(model, hw, input_tokens, output_tokens, gpus=gpus, tp=tp, dtype=dtype).tokens_per_s
+
+
+def _max_context(model, hw, gpus, batch, weights_dtype, reserve=memory.RESERVE, cache_once=False):
+    p = memory.plan(model, hw, gpus, 4096, batch, weights_dtype, reserve=reserve)
+    per_token = p.kv_bytes_per_token * p.kv_replication / (2 if cache_once else 1)
+    return max(0, math.floor(p.free_bytes / (batch * per_token)))
+
+
+_LLAMA3_8B = "Llama 3 8B (32 layers, 8 K/V heads of 128)"
+
+register(
+    # --- 1. what a request costs --------------------------------------------------------------------------
+    Question(
+        id="l13.prefill-intensity",
+        lesson="13",
+        kind="numeric",
+        prompt=("A prefill of a {prompt}-token prompt multiplies each {d} x {d} weight matrix by a {prompt} x {d} "
+                "block of activations, in BF16. What is that GEMM's arithmetic intensity, counting its inputs, its "
+                "weights and its output once each?"),
+        params={"prompt": 1024, "d": 4096},
+        variants={"prompt": (256, 2048, 8192), "d": (8192,)},
+        key=lambda **p: _prefill_intensity(**p),
+        unit="FLOP/byte",
+        rtol=0.02,
+        hints=("FLOPs: 2 x rows x d x d. Bytes: the activations in, the weights, the output, 2 bytes each.",
+               "Divide: the intensity is I d / (d + 2 I) for I rows, not I."),
+        misconceptions=(
+            Misconception("intensity-is-prompt",
+                          "That is the shortcut 'a prefill of I tokens has intensity I'. It counts the weights' "
+                          "bytes only; the activations in and out grow with I too, so the intensity is I d / (d + 2I), "
+                          "below I and approaching d/2 for long prompts (lesson 11).",
+                          answer=_unless_key(lambda prompt, d: float(prompt), lambda **p: _prefill_intensity(**p))),
+            Misconception("weights-only-per-element",
+                          "That counts elements, not bytes: each BF16 element is 2 bytes.",
+                          scale=2),
+        ),
+    ),
+    Question(
+        id="l13.ttft",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model} on one {hw} in BF16 receives a prompt of {prompt} tokens. Predict the time to first token: "
+                "the prefill of the whole prompt, every layer and the output layer, with the layer model "
+                "(each kernel at its roofline bound)."),
+        params={"model": "llama-3-8b", "hw": "h100", "prompt": 2048},
+        variants={"prompt": (512, 1024, 8192), "hw": ("h200", "a100", "mi300x", "b200")},
+        key=lambda **p: _ttft(**p),
+        unit="s",
+        rtol=0.02,
+        hints=("A prefill runs all the prompt's tokens through each layer at once: its GEMMs see "
+               "prompt x d_model activations.",
+               "One layer's time from the layer model, times the layers, plus the output layer for the last token."),
+        misconceptions=(
+            Misconception("prompt-as-decode-steps",
+                          "That is one decode step per prompt token. A prefill does not go token by token: the whole "
+                          "prompt goes through each layer at once, reading each weight once for all of its tokens, "
+                          "so it is compute-bound and far faster than as many decode steps.",
+                          answer=lambda model, hw, prompt: prompt * latency.tpot(model, hw, 1, prompt)),
+        ),
+    ),
+    # --- 2. the KV cache ----------------------------------------------------------------------------------
+    Question(
+        id="l13.kv-sequence",
+        lesson="13",
+        kind="numeric",
+        prompt=("How many bytes of KV cache does one sequence of {context} tokens take in {model_name}, in BF16? "
+                "(Every layer; the model's config.json: {layers} layers, {heads} query heads, {kv_heads} K/V heads "
+                "of {head_dim}.)"),
+        params={"model": "llama-3-70b", "model_name": "Llama 3 70B", "layers": 80, "heads": 64, "kv_heads": 8,
+                "head_dim": 128, "context": 8192},
+        variants={"context": (4096, 16384, 32768)},
+        key=lambda model, context, **_: _kv_sequence(model, context),
+        unit="byte",
+        rtol=0.02,
+        hints=("Each layer keeps a key vector and a value vector for every token, one per K/V head.",
+               "Per token: 2 x layers x K/V heads x head size x 2 bytes; then times the tokens."),
+        misconceptions=(
+            Misconception("k-or-v-once",
+                          "That counts one of K and V. The cache keeps both the keys and the values of every token: "
+                          "the factor 2 in 2 L H_kv d_h b.",
+                          scale=0.5),
+            Misconception("one-layer",
+                          "That is one layer's cache. Every layer keeps its own K and V: multiply by the layers.",
+                          answer=lambda model, context, **_: _kv_sequence(model, context) / models.get(model).layers),
+            Misconception("gqa-ignored",
+                          "That uses the query heads. With grouped-query attention only the K/V heads are cached, "
+                          "each shared by a group of query heads: H_kv, not H.",
+                          answer=lambda model, context, heads, kv_heads, **_: _kv_sequence(model, context)
+                          * heads / kv_heads),
+            Misconception("gib-as-gb",
+                          "That looks like the size in GiB (2^30 bytes) typed as GB (10^9 bytes): 1 GiB is 7.4% "
+                          "more than 1 GB. Give bytes, or say GiB.",
+                          scale=_GIB_FOR_GB),
+        ),
+    ),
+    # --- 3. the memory wall -------------------------------------------------------------------------------
+    Question(
+        id="l13.max-batch",
+        lesson="13",
+        kind="numeric",
+        prompt=("Serve " + _LLAMA3_8B + " in BF16 on one {hw}, keeping 10% of the memory the card reports in reserve. "
+                "How many sequences of {context} tokens fit at most beside the weights?"),
+        params={"model": "llama-3-8b", "hw": "h100", "context": 32768},
+        variants={"hw": ("h200", "b200", "mi300x"), "context": (4096, 8192, 16384)},
+        key=lambda **p: _max_batch(**p),
+        unit="dimensionless",
+        rtol=0,
+        hints=("Memory left for the cache: the card's capacity x 0.9 minus the weights (2 bytes per parameter).",
+               "Divide by one sequence's cache (per token x context) and round down."),
+        misconceptions=(
+            Misconception("no-reserve",
+                          "That fills the whole memory. vLLM lets itself use 90% of each GPU "
+                          "(gpu_memory_utilization = 0.9) for the weights, the activations and the cache together; "
+                          "the other 10% stays free.",
+                          answer=_unless_key(lambda **p: _max_batch(**p, reserve=0), _max_batch)),
+            Misconception("k-or-v-once",
+                          "That counts one of K and V per token: the cache holds both, so each sequence takes twice "
+                          "that and half as many fit.",
+                          answer=_unless_key(lambda **p: _max_batch_cache_once(**p), _max_batch)),
+            Misconception("gqa-ignored",
+                          "That sizes the cache with 32 K/V heads, one per query head. Llama 3 8B shares each K/V "
+                          "head between 4 query heads (GQA): its cache is 4 times smaller.",
+                          answer=_unless_key(lambda model, **p: _max_batch(model, **p, twin=kvcache.with_kv_heads(
+                              model, models.get(model).heads)), _max_batch)),
+        ),
+    ),
+    # --- 4. latency against throughput -----------------------------------------------------------------------
+    Question(
+        id="l13.attention-intensity",
+        lesson="13",
+        kind="numeric",
+        prompt=("In a decode step of {model_name} ({heads} query heads, {kv_heads} K/V heads of 128) with a "
+                "{context}-token cache in {kv_dtype}, what is the arithmetic intensity of the fused attention "
+                "kernel, in FLOP/byte?"),
+        params={"model": "llama-3-70b", "model_name": "Llama 3 70B", "heads": 64, "kv_heads": 8, "context": 8192,
+                "kv_dtype": "bf16"},
+        variants={"kv_dtype": ("fp8",), "context": (2048, 32768)},
+        key=lambda model, context, kv_dtype, **_: _attention(model, context, kv_dtype),
+        unit="FLOP/byte",
+        rtol=0.02,
+        hints=("Count per cached token: the scores and the weighted sum cost about 4 d_h FLOPs per query head; "
+               "the kernel reads K and V of the K/V heads once.",
+               "How many query heads use each K/V element read from memory?"),
+        misconceptions=(
+            Misconception("gqa-ignored",
+                          "That is multi-head attention's intensity, one query head per K/V head. With GQA each K "
+                          "and V element read serves a whole group of query heads, so the intensity is about the "
+                          "group size (in BF16).",
+                          answer=lambda model, context, kv_dtype, **_: _attention(
+                              kvcache.with_kv_heads(model, models.get(model).heads), context, kv_dtype)),
+            Misconception("all-query-heads",
+                          "That has every query head reading every K/V element, as in multi-query attention "
+                          "(one K/V head). Here each K/V head serves only its group: H / H_kv query heads.",
+                          answer=lambda model, context, kv_dtype, **_: _attention(
+                              kvcache.with_kv_heads(model, 1), context, kv_dtype)),
+        ),
+    ),
+    Question(
+        id="l13.sequence-intensity",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model_name} decodes on an H100 in BF16, every sequence with {context} tokens cached. One more "
+                "sequence in the batch adds FLOPs (2 per parameter, and its attention) and bytes (its cache read, "
+                "its activations). How many FLOPs does it add per byte?"),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "context": 8192},
+        variants={"context": (2048, 4096, 32768)},
+        key=lambda model, context, **_: _sequence_intensity(model, context),
+        unit="FLOP/byte",
+        rtol=0.03,
+        hints=("FLOPs per sequence: about 2 per parameter for the weights' GEMMs, plus its attention over the "
+               "context. Bytes per sequence: mostly its cache, read in full at every step.",
+               "Compare the step at batch 1 and at batch 2: the difference is one sequence's FLOPs and bytes."),
+        misconceptions=(
+            Misconception("as-many-bytes-as-flops",
+                          "A sequence does not add one byte per FLOP: it adds about 2 FLOPs per parameter (tens of "
+                          "billions) over a cache read of about a gigabyte. Tens of FLOPs per byte, still far below "
+                          "the ridge, which is why decode stays memory-bound.",
+                          answer=lambda **p: 1.0),
+        ),
+    ),
+    Question(
+        id="l13.throughput",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model_name} decodes on one {hw} in BF16 at batch {batch}, every sequence with {context} tokens "
+                "cached. With the layer model, how many tokens per second does the batch produce?"),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "hw": "h100", "batch": 32, "context": 4096},
+        variants={"batch": (8, 64), "hw": ("h200", "a100", "mi300x")},
+        key=lambda model, hw, batch, context, **_: _throughput(model, hw, batch, context),
+        unit="1/s",
+        rtol=0.02,
+        hints=("One decode step makes one token per sequence.",
+               "Tokens per second = batch / (time of one decode step at that batch)."),
+        misconceptions=(
+            Misconception("linear-in-batch",
+                          "That is the batch-1 rate times the batch. A bigger batch is not free: each sequence adds "
+                          "its own cache reads, so the step takes longer as the batch grows.",
+                          answer=lambda model, hw, batch, context, **_: batch * _throughput(model, hw, 1, context)),
+            Misconception("per-user",
+                          "That is one user's rate, 1 / TPOT. The batch produces one token per sequence per step.",
+                          answer=lambda model, hw, batch, context, **_: _throughput(model, hw, batch, context) / batch),
+        ),
+    ),
+    Question(
+        id="l13.critical-int8",
+        lesson="13",
+        kind="numeric",
+        prompt=("On an {hw}, at what batch does a decode step's weight GEMMs turn compute-bound (their math time "
+                "reaching their read time) when the weights are stored in INT8, one byte each (scales aside), and "
+                "multiplied in BF16?"),
+        params={"hw": "h100", "weight_bytes": 1},
+        variants={"hw": ("h200", "a100", "b200", "mi300x")},
+        key=lambda hw, weight_bytes: _critical(hw, weight_bytes),
+        unit="dimensionless",
+        rtol=0.02,
+        hints=("Math: 2 B N FLOPs at the BF16 peak P. Read: N b_w bytes at the bandwidth.",
+               "Set them equal: B* = P b_w / (2 BW), the ridge times b_w / 2."),
+        misconceptions=(
+            Misconception("bf16-weights",
+                          "That is the critical batch of BF16 weights, the ridge itself. One-byte weights halve the "
+                          "bytes each FLOP needs, so the math catches up at half the batch.",
+                          answer=_unless_key(lambda hw, weight_bytes: _critical(hw, 2),
+                                             lambda **p: _critical(**p))),
+        ),
+    ),
+    # --- 5. continuous batching ----------------------------------------------------------------------------------
+    Question(
+        id="l13.prefill-per-step",
+        lesson="13",
+        kind="numeric",
+        prompt=("A server keeps {batch} requests of {input_tokens} input and {output_tokens} output tokens in flight, "
+                "a new one starting as soon as one finishes. A request makes its first token with its prefill and the "
+                "rest in decode steps, one per step. In the steady state, how many prompt tokens does each step "
+                "prefill on average?"),
+        params={"model": "llama-3-8b", "hw": "h100", "batch": 256, "input_tokens": 2048, "output_tokens": 128},
+        variants={"batch": (64, 512), "input_tokens": (512, 1000), "output_tokens": (256, 1000)},
+        key=lambda **p: _prefill_per_step(**p),
+        unit="dimensionless",
+        rtol=0.02,
+        hints=("Each request spends O - 1 steps decoding, so each step finishes B / (O - 1) requests.",
+               "As many new requests start; each brings I prompt tokens."),
+        misconceptions=(
+            Misconception("every-request-every-step",
+                          "That prefills every request's prompt at every step. A prompt is prefilled once; each step "
+                          "only brings in the requests that replace the finished ones.",
+                          answer=lambda batch, input_tokens, **_: float(batch * input_tokens)),
+            Misconception("one-prompt",
+                          "That is one prompt per step. The steady state brings in B / (O - 1) new requests per step, "
+                          "as many as finish.",
+                          answer=_unless_key(lambda input_tokens, **_: float(input_tokens),
+                                             lambda **p: _prefill_per_step(**p))),
+        ),
+    ),
+    Question(
+        id="l13.prefix-batch",
+        lesson="13",
+        kind="numeric",
+        prompt=("Llama 3 8B with FP8 weights and an FP8 cache on one {hw} serves requests of {input_tokens} input "
+                "and {output_tokens} output tokens whose first {prefix} tokens are the same system prompt. With "
+                "prefix caching, the prefix is kept once, in 16-token blocks, and each request keeps its own tokens "
+                "(on average I + O/2, less the prefix, in whole blocks). How many requests fit in flight?"),
+        params={"model": "llama-3-8b", "hw": "h100", "input_tokens": 2048, "output_tokens": 256, "prefix": 1536,
+                "dtype": "fp8"},
+        variants={"prefix": (512, 1024, 1792), "hw": ("h200",)},
+        key=lambda **p: _prefix_batch(**p),
+        unit="dimensionless",
+        rtol=0,
+        hints=("Memory for caches: 0.9 x the card's memory, less the weights, less the prefix kept once.",
+               "Each request's own tokens: I + O/2 - prefix, rounded up to whole 16-token blocks."),
+        misconceptions=(
+            Misconception("prefix-in-every-request",
+                          "That keeps the prefix in every request's cache, as a server without prefix caching does. "
+                          "With it the shared blocks are stored once.",
+                          answer=_unless_key(lambda prefix, **p: _prefix_batch(prefix=0, **p),
+                                             lambda **p: _prefix_batch(**p))),
+        ),
+    ),
+    Question(
+        id="l13.disagg-ratio",
+        lesson="13",
+        kind="numeric",
+        prompt=("Disaggregate {model_name} (FP8) on {hw} GPUs: prefill on some, decode on others, one GPU per "
+                "replica, requests of {input_tokens} input and {output_tokens} output tokens. How many decode GPUs "
+                "does each prefill GPU need for the two pools to serve the same requests per second?"),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "hw": "h100", "input_tokens": 2048,
+                "output_tokens": 256, "dtype": "fp8"},
+        variants={"output_tokens": (128, 1024), "input_tokens": (1024, 4096)},
+        key=lambda model, hw, input_tokens, output_tokens, dtype, **_: _disagg(model, hw, input_tokens,
+                                                                               output_tokens, dtype),
+        unit="dimensionless",
+        rtol=0.03,
+        hints=("A prefill GPU starts (prompts per step) / (prefill step time) requests per second.",
+               "A decode GPU finishes B / ((O - 1) x decode step time) per second; divide the first by the second."),
+        misconceptions=(
+            Misconception("inverted",
+                          "That is prefill GPUs per decode GPU: the ratio the other way round.",
+                          answer=lambda model, hw, input_tokens, output_tokens, dtype, **_: 1 / _disagg(
+                              model, hw, input_tokens, output_tokens, dtype)),
+        ),
+    ),
+    # --- 8. sharded decode ------------------------------------------------------------------------------------------
+    Question(
+        id="l13.allreduce-floor",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model_name} ({layers} layers) decodes with {tp}-way tensor parallelism on an {hw} node, whose NVLink "
+                "costs the latency printed above per hop. Each layer all-reduces its activations twice, each a ring of "
+                "2(t - 1) hops however small. What is the least time per output token the all-reduces take?"),
+        params={"model": "llama-3-70b", "model_name": "Llama 3 70B", "layers": 80, "hw": "h100", "tp": 8},
+        variants={"tp": (2, 4)},
+        key=lambda model, hw, tp, **_: _allreduce_floor(model, hw, tp),
+        unit="s",
+        rtol=0.02,
+        hints=("One ring all-reduce over t GPUs takes 2(t - 1) steps, each at least the link's latency α.",
+               "Two per layer, every layer: 2 L x 2 (t - 1) α."),
+        misconceptions=(
+            Misconception("one-per-layer",
+                          "That counts one all-reduce per layer. Megatron tensor parallelism all-reduces twice per "
+                          "layer: after attention and after the MLP.",
+                          scale=0.5),
+            Misconception("one-hop",
+                          "That counts one hop per all-reduce. A ring all-reduce passes its chunks 2(t - 1) times: "
+                          "t - 1 steps to reduce, t - 1 to share.",
+                          answer=lambda model, hw, tp, **_: _allreduce_floor(model, hw, tp) / (2 * (tp - 1))),
+        ),
+    ),
+    # --- 9. quantized weights ----------------------------------------------------------------------------------
+    Question(
+        id="l13.int4-speedup",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model_name} on one {hw}, decode at batch {batch} with {context}-token caches. Store the layers' "
+                "weights in INT4 (groups of 128 with an FP16 scale; the math stays BF16, so do the cache, the "
+                "embeddings and the output layer). By what factor does the time per output token shrink?"),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "hw": "h100", "batch": 1, "context": 4096},
+        variants={"batch": (16, 64), "context": (16384, 32768)},
+        key=lambda model, hw, batch, context, **_: _int4_speedup(model, hw, batch, context),
+        unit="dimensionless",
+        rtol=0.02,
+        figures=3,
+        hints=("At this batch the step is memory-bound: its time is mostly bytes over bandwidth.",
+               "Which bytes shrink? The layers' weights, by 2 / (0.5 + 2/128). Which do not? The cache, the "
+               "activations, the embeddings and the BF16 output layer."),
+        misconceptions=(
+            Misconception("bytes-ratio",
+                          "That is the weights' bytes ratio alone. The cache, the activations and the BF16 output "
+                          "layer do not shrink, so the step gains less.",
+                          answer=lambda **p: 2 / 0.515625),
+            Misconception("no-gain",
+                          "The math stays in BF16, true, but a memory-bound step is paid in bytes: the weights are "
+                          "read at about a quarter of their size.",
+                          answer=lambda **p: 1.0),
+        ),
+    ),
+    # --- 10. cost ---------------------------------------------------------------------------------------------------
+    Question(
+        id="l13.cost-per-million",
+        lesson="13",
+        kind="numeric",
+        prompt=("Llama 3 8B with FP8 weights and math on one {hw}, requests of {input_tokens} in and {output_tokens} "
+                "out, as many in flight as fit (the bound of the table above). The GPU costs ${usd} per hour. What "
+                "do a million output tokens cost, in dollars?"),
+        params={"model": "llama-3-8b", "hw": "h100", "input_tokens": 1000, "output_tokens": 1000, "dtype": "fp8",
+                "usd": 2.5},
+        variants={"usd": (2.0, 3.5), "input_tokens": (128, 2048)},
+        key=lambda **p: _cost(**p),
+        unit="dimensionless",
+        rtol=0.02,
+        hints=("Tokens in an hour: tokens/s x 3,600.",
+               "Dollars per token: the hour's price over the hour's tokens; times a million."),
+        misconceptions=(
+            Misconception("per-second-price",
+                          "That divides the hourly price by the tokens of one second: an hour has 3,600 of them.",
+                          scale=3600),
+        ),
+    ),
+    # --- 11. speculative decoding -------------------------------------------------------------------------------
+    Question(
+        id="l13.spec-tokens",
+        lesson="13",
+        kind="numeric",
+        prompt=("A draft model proposes k = {k} tokens; the target model accepts each with probability "
+                "alpha = {alpha}, independently, and stops at the first rejection. How many tokens does one "
+                "target step yield on average (the accepted ones and the one the target adds itself)?"),
+        params={"alpha": 0.7, "k": 3},
+        variants={"alpha": (0.6, 0.8, 0.9), "k": (2, 4, 5)},
+        key=lambda alpha, k: speculative.expected_tokens(alpha, k),
+        unit="dimensionless",
+        rtol=0.01,
+        hints=("The i-th drafted token is kept only if it and all the ones before it are accepted: alpha^i.",
+               "Add 1 for the token the target always adds, and sum alpha^i over the k drafted ones."),
+        misconceptions=(
+            Misconception("no-bonus-token",
+                          "That counts only the accepted drafted tokens. The target's step always adds a token of "
+                          "its own: the correction at the first rejection, or one more when all k pass.",
+                          answer=lambda alpha, k: speculative.expected_tokens(alpha, k) - 1),
+            Misconception("independent-acceptance",
+                          "k x alpha counts every drafted token as if it were judged on its own. After the first "
+                          "rejection the rest are thrown away: the i-th survives with probability alpha^i.",
+                          answer=lambda alpha, k: k * alpha),
+            Misconception("all-accepted",
+                          "k + 1 is the best case, every drafted token accepted. On average fewer are.",
+                          answer=lambda alpha, k: k + 1),
+        ),
+    ),
+    # --- 12. paged KV cache -------------------------------------------------------------------------------------
+    Question(
+        id="l13.paged-waste",
+        lesson="13",
+        kind="numeric",
+        prompt=("A server reserves {reserve} tokens of KV cache for each of its {sequences} sequences, contiguous. "
+                "They hold {mean} tokens each on average. What percentage of the reserved cache memory holds no "
+                "token?"),
+        params={"reserve": 2048, "sequences": 64, "mean": 420},
+        variants={"reserve": (4096, 8192), "mean": (300, 700)},
+        key=lambda **p: _waste(**p),
+        unit="percent",
+        rtol=0.01,
+        hints=("What is reserved: sequences x reserve token slots. What is used: sequences x mean.",
+               "The waste is 1 - used / reserved."),
+        misconceptions=(
+            Misconception("used-share",
+                          "That is the share that holds tokens. The question asks for the share that holds none.",
+                          answer=lambda reserve, mean, sequences: 100 * mean / reserve),
+            Misconception("paged",
+                          "That is what paging in blocks of 16 tokens would waste. With one contiguous reservation "
+                          "per sequence, everything beyond its length is wasted.",
+                          answer=lambda reserve, mean, sequences: 100 * paged.fragmentation(
+                              [mean] * sequences, reserve).paged_waste),
+        ),
+    ),
+    # --- the worked problem --------------------------------------------------------------------------------------
+    Question(
+        id="l13.worked-throughput",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model_name} with FP8 weights, cache and math on {gpus} x {hw}, as {replicas} replicas of {tp} GPUs "
+                "(tensor parallel), requests of {input_tokens} input and {output_tokens} output tokens, as many in "
+                "flight as fit. With the steady state of continuous batching (the bound), how many output tokens "
+                "per second does the node produce?"),
+        params={"model": "llama-3-70b", "model_name": "Llama 3 70B", "hw": "h100", "gpus": 8, "tp": 2, "replicas": 4,
+                "input_tokens": 1000, "output_tokens": 1000, "dtype": "fp8"},
+        variants={"hw": ("h200",), "input_tokens": (128, 2048)},
+        key=lambda model, hw, gpus, tp, input_tokens, output_tokens, dtype, **_: _worked(
+            model, hw, gpus, tp, input_tokens, output_tokens, dtype),
+        unit="1/s",
+        rtol=0.02,
+        hints=("One replica first: its batch from its memory, then its average step (decode and the prefill it "
+               "carries).",
+               "B O / ((O - 1) T_step) for one replica; the node has several."),
+        misconceptions=(
+            Misconception("one-replica",
+                          "That is one replica. The node runs all of them side by side: multiply by the replicas.",
+                          answer=lambda model, hw, gpus, tp, input_tokens, output_tokens, dtype, **_: _worked(
+                              model, hw, gpus, tp, input_tokens, output_tokens, dtype) * tp / gpus),
+            Misconception("per-gpu",
+                          "That is per GPU. The question asks for the node: all its GPUs serve together.",
+                          answer=lambda model, hw, gpus, tp, input_tokens, output_tokens, dtype, **_: _worked(
+                              model, hw, gpus, tp, input_tokens, output_tokens, dtype) / gpus),
+            Misconception("per-user",
+                          "That is one request's rate, 1 / TPOT. The node makes a token for every request in flight "
+                          "at every step, on every replica.",
+                          answer=lambda model, hw, gpus, tp, input_tokens, output_tokens, dtype, **_: 1 / _steady(
+                              model, hw, input_tokens, output_tokens, gpus=gpus, tp=tp, dtype=dtype).tpot_s),
+        ),
+    ),
+    # --- exercises --------------------------------------------------------------------------------------------
+    Question(
+        id="l13.ex-min-gpus",
+        lesson="13",
+        kind="numeric",
+        prompt=("Llama 3.1 405B with its layers' weights in {weights_dtype} (embeddings and output layer in BF16): "
+                "what is the fewest {hw} GPUs that hold the weights, with 10% of each GPU's reported memory in "
+                "reserve (the KV cache not counted)?"),
+        params={"model": "llama-3.1-405b", "hw": "h100", "weights_dtype": "bf16"},
+        variants={"weights_dtype": ("fp8", "int4"), "hw": ("h200", "b200", "mi300x")},
+        key=lambda **p: memory.min_gpus(**p),
+        unit="dimensionless",
+        rtol=0,
+        hints=("The weights' bytes: layers' matrices at the format's bytes per weight, the rest at 2 bytes.",
+               "Each GPU holds 90% of the memory it reports; round the quotient up."),
+        misconceptions=(
+            Misconception("no-reserve",
+                          "That fills every GPU to the last byte. Keep the reserve: 90% of each GPU is usable.",
+                          answer=_unless_key(lambda **p: memory.min_gpus(**p, reserve=0),
+                                             lambda **p: memory.min_gpus(**p))),
+            Misconception("one-byte-per-weight",
+                          "That counts one byte per weight, as FP8 would. Count the format's own size: 2 bytes in "
+                          "BF16, 0.5 + 2/128 in INT4 with its scales, and 2 bytes for the embeddings and output layer.",
+                          answer=_unless_key(lambda weights_dtype, **p: memory.min_gpus(weights_dtype="fp8", **p),
+                                             lambda **p: memory.min_gpus(**p))),
+        ),
+        points=2,
+    ),
+    Question(
+        id="l13.ex-max-context",
+        lesson="13",
+        kind="numeric",
+        prompt=("Llama 3 70B with INT4 weights (groups of 128, FP16 scales) on {gpus} x {hw}, 10% reserve, BF16 "
+                "cache: what is the longest context (tokens per sequence) at which a batch of {batch} sequences fits?"),
+        params={"model": "llama-3-70b", "hw": "h100", "gpus": 2, "batch": 20, "weights_dtype": "int4"},
+        variants={"batch": (8, 32), "gpus": (1, 4)},
+        key=lambda **p: _max_context(**p),
+        unit="dimensionless",
+        rtol=0,
+        hints=("Memory for the cache: GPUs x reported capacity x 0.9, less the INT4 weights (with their scales).",
+               "Divide by the batch and by one token's cache (both K and V, every layer); round down."),
+        misconceptions=(
+            Misconception("no-reserve",
+                          "That uses the whole memory: keep 10% of each GPU free.",
+                          answer=_unless_key(lambda **p: _max_context(**p, reserve=0), lambda **p: _max_context(**p))),
+            Misconception("k-or-v-once",
+                          "That counts one of K and V per token; the cache keeps both.",
+                          answer=_unless_key(lambda **p: _max_context(**p, cache_once=True),
+                                             lambda **p: _max_context(**p))),
+            Misconception("bf16-weights",
+                          "That leaves the weights in BF16. In INT4 they take about a quarter of that memory.",
+                          answer=_unless_key(lambda weights_dtype, **p: _max_context(weights_dtype="bf16", **p),
+                                             lambda **p: _max_context(**p))),
+        ),
+        points=2,
+    ),
+    Question(
+        id="l13.ex-fewest-gpus",
+        lesson="13",
+        kind="numeric",
+        prompt=("Llama 3 70B in BF16 must decode {batch} sequences of {context} tokens at no more than {target_ms} ms "
+                "per output token on {hw} GPUs, tensor parallel inside one node. With the layer model (the bound), "
+                "what is the fewest GPUs that does it (the weights and the caches must fit too)?"),
+        params={"model": "llama-3-70b", "hw": "h100", "batch": 8, "context": 4096, "target_ms": 12},
+        variants={"target_ms": (10, 25)},
+        key=lambda model, hw, batch, context, target_ms: latency.fewest_gpus(model, hw, target_ms * 1e-3, batch,
+                                                                              context),
+        unit="dimensionless",
+        rtol=0,
+        hints=("Try the tensor-parallel degrees that divide the heads, smallest first: 1, 2, 4, 8.",
+               "For each, check the memory plan fits, then the decode step's time, all-reduces included."),
+        misconceptions=(
+            Misconception("memory-only",
+                          "That many GPUs hold the weights and caches, but their decode step is slower than the "
+                          "target: more GPUs split the reads further.",
+                          answer=_unless_key(lambda model, hw, batch, context, **_: float(memory.min_gpus(model, hw)),
+                                             lambda model, hw, batch, context, target_ms: latency.fewest_gpus(
+                                                 model, hw, target_ms * 1e-3, batch, context))),
+        ),
+        points=2,
+    ),
+    Question(
+        id="l13.ex-spec-speedup",
+        lesson="13",
+        kind="numeric",
+        prompt=("Speculative decoding with k = {k} drafted tokens, acceptance rate alpha = {alpha}, and a draft step "
+                "that costs c = {c} of a target step. If the target's check of k + 1 tokens costs one of its "
+                "ordinary steps, what is the expected walltime speed-up (Leviathan et al. 2023)?"),
+        params={"alpha": 0.8, "k": 4, "c": 0.1},
+        variants={"alpha": (0.6, 0.9), "k": (2, 6), "c": (0.05, 0.2)},
+        key=lambda alpha, k, c: speculative.speedup(alpha, k, c),
+        unit="dimensionless",
+        rtol=0.01,
+        hints=("One round: k draft steps and one target step, k c + 1 target steps of time.",
+               "It yields (1 - alpha^(k+1)) / (1 - alpha) tokens on average; the speed-up is tokens per round "
+               "over time per round, in target steps."),
+        misconceptions=(
+            Misconception("free-draft",
+                          "That is the expected tokens per target step: it ignores the k draft steps each round pays.",
+                          answer=lambda alpha, k, c: speculative.expected_tokens(alpha, k)),
+            Misconception("no-bonus-token",
+                          "That leaves out the token the target adds itself at every step.",
+                          answer=lambda alpha, k, c: (speculative.expected_tokens(alpha, k) - 1) / (k * c + 1)),
+        ),
+        points=2,
+    ),
+)

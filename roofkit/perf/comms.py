@@ -1,0 +1,661 @@
+"""Collectives with the α-β (latency-bandwidth) model, and as NCCL runs them: time, algorithm and bus bandwidth.
+
+Each of n GPUs sends in ``steps`` rounds; a round costs α (latency: software,
+switches, wires), and the bytes each GPU sends cost 1/β a byte::
+
+    T = steps(n) · α + f(n) · S / β                                        [s]
+
+S is the size of the whole buffer in bytes, as nccl-tests counts it (the
+all-reduced array; all-gather's OUTPUT; reduce-scatter's INPUT; all-to-all's
+per-GPU send buffer). β is a link's bandwidth per direction, one GPU
+(:attr:`roofkit.links.Link.bandwidth`), α its latency per hop.
+
+    collective       algorithm   steps(n)        f(n)          bus factor
+    all-reduce       ring        2(n-1)          2(n-1)/n      2(n-1)/n
+    all-reduce       tree        2 ceil(log2 n)  2             2(n-1)/n
+    all-gather       ring        n-1             (n-1)/n       (n-1)/n
+    reduce-scatter   ring        n-1             (n-1)/n       (n-1)/n
+    all-to-all       pairwise    n-1             (n-1)/n       (n-1)/n
+    broadcast        pipeline    n-1             1             1
+    reduce           pipeline    n-1             1             1
+    p2p (send/recv)  -           1               1             1
+
+Ring algorithms: Thakur, Rabenseifner and Gropp, "Optimization of Collective
+Communication Operations in MPICH" (IJHPCA 19(1), 2005); pipelined two-tree
+all-reduce, as in NCCL's double binary trees: Sanders, Speck and Träff,
+"Two-tree algorithms for full bandwidth broadcast, reduction and scan"
+(Parallel Computing 35(12), 2009). The bus factor is nccl-tests'
+(doc/PERFORMANCE.md): algbw = S / t, busbw = algbw x bus factor, so that for a
+bandwidth-bound ring busbw equals the link's β whatever n is.
+
+Every formula is written once and works on numbers and on sympy symbols:
+
+    >>> from roofkit import comms, links
+    >>> node = links.get("hgx-h100")                                   # 8 H100s on NVSwitch
+    >>> t = comms.time("all-reduce", 1e9, 8, node.latency, node.bandwidth)
+    >>> round(t * 1e3, 3)                                              # ms for 1 GB
+    3.897
+    >>> import sympy
+    >>> S, n, a, b = sympy.symbols("S n alpha beta", positive=True)
+    >>> comms.time("all-reduce", S, n, a, b)
+    S*(2*n - 2)/(beta*n) + alpha*(2*n - 2)
+
+With a catalog link, :func:`collective` runs the collective as NCCL does
+(:mod:`roofkit.nccl`): an algorithm (ring, tree, NVLink SHARP) and a protocol
+(LL, LL128, Simple), each with its latency per step and its share of the link.
+The default is a bound (the line rate, no per-call overhead); ``calibrated=True``
+is NCCL's own estimate with the bandwidth nccl-tests measures:
+
+    >>> r = comms.collective("all-reduce", 1e9, 8, "hgx-h100")
+    >>> r.protocol, round(r.busbw / 1e9, 1), r.latency_bound
+    ('Simple', 444.6, False)
+    >>> ring = comms.collective("all-reduce", 8e9, 8, "hgx-h100", calibrated=True)
+    >>> auto = comms.collective("all-reduce", 8e9, 8, "hgx-h100", "auto", calibrated=True)
+    >>> round(ring.busbw / 1e9), auto.algorithm, round(auto.busbw / 1e9)      # nccl-tests: about 370 and 480
+    (370, 'nvls', 480)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import InvalidValue, UnknownName
+from ..units import is_symbolic, positive, whole
+
+__all__ = ["COLLECTIVES", "ALGORITHMS", "UnknownCollective", "canonical", "steps", "volume", "bus_factor",
+           "time", "latency_term", "bandwidth_term", "algbw", "busbw", "latency_bound_size", "symbolic",
+           "Collective", "collective", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+           "p2p", "Hierarchical", "hierarchical", "Fit", "fit"]
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "p2p")
+ALGORITHMS = ("ring", "tree", "nvls")  # what steps() and volume() count; collective() also takes "auto"
+_ALIASES = {
+    "allreduce": "all-reduce", "ar": "all-reduce", "allgather": "all-gather", "ag": "all-gather",
+    "reducescatter": "reduce-scatter", "rs": "reduce-scatter", "alltoall": "all-to-all", "a2a": "all-to-all",
+    "bcast": "broadcast", "sendrecv": "p2p", "send": "p2p", "pointtopoint": "p2p", "p2p": "p2p",
+}
+
+
+class UnknownCollective(UnknownName):
+    kind = "collective"
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum() or ch == "2")
+
+
+_NAMES = {_key(c): c for c in COLLECTIVES} | _ALIASES  # every spelling's key -> its collective
+
+
+def canonical(name: str) -> str:
+    """'allreduce', 'all_reduce', 'AR' -> 'all-reduce'; UnknownCollective for anything else."""
+    if isinstance(name, str):
+        if name in COLLECTIVES:  # the common case, at no cost
+            return name
+        key = _key(name)
+        if key in _NAMES:
+            return _NAMES[key]
+    raise UnknownCollective(name, COLLECTIVES, {alias: c for alias, c in _ALIASES.items()})
+
+
+def _algorithm(collective: str, algorithm: str) -> str:
+    if algorithm not in ALGORITHMS:
+        raise InvalidValue(f"unknown algorithm {algorithm!r}; expected one of: {', '.join(ALGORITHMS)}.")
+    if algorithm in ("tree", "nvls") and collective != "all-reduce":
+        raise InvalidValue(f"the {algorithm} algorithm is modelled for all-reduce only (NCCL's double binary trees, "
+                           f"NVLink SHARP); {collective} uses algorithm 'ring'.")
+    return algorithm
+
+
+def _gpus(n, name: str = "gpus"):
+    """A whole number of GPUs, at least 2 (a collective over one GPU costs nothing); symbols pass."""
+    if is_symbolic(n):
+        return n
+    positive(n, name)
+    if float(n) != int(n) or n < 2:
+        raise InvalidValue(f"{name} must be a whole number of at least 2 for a collective; got {n!r}.")
+    return int(n)
+
+
+def _ceil_log2(n):
+    if is_symbolic(n):
+        import sympy
+
+        return sympy.ceiling(sympy.log(n, 2))
+    return math.ceil(math.log2(n))
+
+
+def steps(collective: str, n, algorithm: str = "ring"):
+    """Rounds of messages one GPU goes through: the multiplier of α."""
+    c = canonical(collective)
+    algorithm = _algorithm(c, algorithm)
+    n = _gpus(n)
+    if c == "p2p":
+        return 1
+    if c == "all-reduce":
+        return {"tree": 2 * _ceil_log2(n), "nvls": 1}.get(algorithm, 2 * (n - 1))
+    return n - 1
+
+
+def volume(collective: str, n, algorithm: str = "ring"):
+    """f(n): bytes each GPU sends, as a multiple of S (the multiplier of S/β)."""
+    c = canonical(collective)
+    algorithm = _algorithm(c, algorithm)
+    n = _gpus(n)
+    if c == "all-reduce":
+        return {"tree": 2, "nvls": 1}.get(algorithm, 2 * (n - 1) / n)
+    if c in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n
+    return 1
+
+
+def bus_factor(collective: str, n):
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md): the same for every algorithm."""
+    c = canonical(collective)
+    n = _gpus(n)
+    if c == "all-reduce":
+        return 2 * (n - 1) / n
+    if c in ("all-gather", "reduce-scatter", "all-to-all"):
+        return (n - 1) / n
+    return 1
+
+
+def latency_term(collective: str, n, alpha, algorithm: str = "ring"):
+    """steps(n) · α: what the collective costs however small the message."""
+    return steps(collective, n, algorithm) * _nonneg(alpha, "alpha")
+
+
+def bandwidth_term(collective: str, size, n, bandwidth, algorithm: str = "ring"):
+    """f(n) · S / β: what the bytes cost however fast the hops."""
+    return volume(collective, n, algorithm) * positive(size, "size") / positive(bandwidth, "bandwidth")
+
+
+def time(collective: str, size, n, alpha, bandwidth, algorithm: str = "ring"):
+    """T = steps(n)·α + f(n)·S/β, in seconds (size S in bytes, α in s, β in bytes/s per direction)."""
+    return latency_term(collective, n, alpha, algorithm) + bandwidth_term(collective, size, n, bandwidth, algorithm)
+
+
+def algbw(size, seconds):
+    """Algorithm bandwidth S / t (nccl-tests), bytes/s."""
+    return positive(size, "size") / positive(seconds, "seconds")
+
+
+def busbw(collective: str, size, n, seconds):
+    """Bus bandwidth: algbw x the collective's bus factor (nccl-tests), bytes/s."""
+    return algbw(size, seconds) * bus_factor(collective, n)
+
+
+def latency_bound_size(collective: str, n, alpha, bandwidth, algorithm: str = "ring"):
+    """S* = steps·α·β / f: below this many bytes the α term is the larger one (latency-bound)."""
+    return steps(collective, n, algorithm) * _nonneg(alpha, "alpha") * positive(bandwidth, "bandwidth") \
+        / volume(collective, n, algorithm)
+
+
+def symbolic(collective: str, algorithm: str = "ring"):
+    """T in the symbols S, n, α, β: ``symbolic("all-gather")`` -> ``S*(n - 1)/(beta*n) + alpha*(n - 1)``."""
+    import sympy
+
+    S, n, a, b = sympy.symbols("S n alpha beta", positive=True)
+    return time(collective, S, n, a, b, algorithm)
+
+
+def _nonneg(value, name):
+    from ..units import nonnegative
+
+    return nonnegative(value, name)
+
+
+# --- with a catalog link: the algorithms and protocols NCCL runs ------------------------
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective on one link: its time split into latency and transfer, its bandwidths, and how it ran.
+
+    ``algorithm`` and ``protocol`` are the ones chosen (NCCL's names: ring, tree,
+    nvls; LL, LL128, Simple); ``calibrated`` says whether the figures are NCCL's
+    and the measured bandwidth (an estimate) or the bound.
+    """
+
+    collective: str
+    algorithm: str
+    size_bytes: float
+    gpus: int
+    link: object  # a roofkit.links.Link, or None for a bare (alpha, bandwidth)
+    alpha_s: float
+    bandwidth_bytes_per_s: float  # per direction, the β used (with the protocol's share)
+    latency_s: float
+    transfer_s: float
+    time_s: float
+    algbw_bytes_per_s: float
+    busbw_bytes_per_s: float
+    latency_bound_below_bytes: float
+    protocol: str | None = None
+    calibrated: bool = False
+
+    @property
+    def latency_bound(self) -> bool:
+        """True when the latency terms exceed the transfer."""
+        return self.latency_s > self.transfer_s
+
+    @property
+    def algbw(self) -> float:
+        return self.algbw_bytes_per_s
+
+    @property
+    def busbw(self) -> float:
+        return self.busbw_bytes_per_s
+
+    def to_dict(self) -> dict:
+        link = None
+        if self.link is not None:
+            link = self.link.to_dict() | {"bandwidth_used_bytes_per_s": self.bandwidth_bytes_per_s}
+        return {"collective": self.collective, "algorithm": self.algorithm, "protocol": self.protocol,
+                "calibrated": self.calibrated, "bytes": self.size_bytes,
+                "gpus": self.gpus, "time_s": self.time_s, "latency_s": self.latency_s,
+                "transfer_s": self.transfer_s, "algbw_bytes_per_s": self.algbw_bytes_per_s,
+                "busbw_bytes_per_s": self.busbw_bytes_per_s, "latency_bound": self.latency_bound,
+                "latency_bound_below_bytes": self.latency_bound_below_bytes, "alpha_s": self.alpha_s,
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "link": link}
+
+
+def _link_figures(link, gpus):
+    """(Link or None, α, β) from a catalog name or Link, or a pair (alpha_s, bandwidth_bytes_per_s)."""
+    if isinstance(link, tuple) and len(link) == 2:
+        return None, float(_nonneg(link[0], "alpha")), float(positive(link[1], "bandwidth"))
+    from ..catalogs import links
+
+    chosen = links.get(link)
+    if chosen.gpus is not None and gpus > chosen.gpus:
+        raise InvalidValue(f"{chosen.key} connects at most {chosen.gpus} GPUs; {gpus} GPUs need a scale-out link "
+                           f"between nodes: use comms.hierarchical (CLI: --inter LINK).")
+    return chosen, chosen.latency, chosen.group_bandwidth(gpus)
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidValue(f"{name} must be True or False; got {value!r}.")
+    return value
+
+
+def _candidates(c: str, algorithm: str, link, calibrated: bool) -> list[str]:
+    """The algorithms to try: the one asked for, or (auto) every one NCCL could run here."""
+    from . import nccl
+
+    nvls = c == "all-reduce" and link is not None and nccl.nvls_capable(link) and \
+        (not calibrated or nccl.nvls_bandwidth(link) is not None)
+    if algorithm == "auto":
+        return ["ring"] + (["tree"] if c == "all-reduce" else []) + (["nvls"] if nvls else [])
+    algorithm = _algorithm(c, algorithm)
+    if algorithm == "nvls" and not nvls:
+        what = "has no NVLink SHARP" if link is None or not nccl.nvls_capable(link) else \
+            "has no measured NVLS bandwidth to calibrate with"
+        raise InvalidValue(f"the nvls algorithm needs an NVSwitch domain that reduces in the switch; "
+                           f"{getattr(link, 'key', 'this link')} {what}. Choose ring or tree (or auto).")
+    return [algorithm]
+
+
+def _nccl_time(c: str, S: float, n: int, link, algorithm: str, protocol: str, calibrated: bool):
+    """(α per step, β used, latency, transfer) of one algorithm and protocol on a catalog link (NCCL's model)."""
+    from . import nccl
+
+    kind = nccl.link_class(link)
+    share = nccl.protocol_share(protocol)
+    f = volume(c, n, algorithm)
+    if algorithm == "nvls":
+        beta = nccl.nvls_bandwidth(link) if calibrated else link.group_bandwidth(n)
+    else:
+        beta = (nccl.effective_bandwidth(link, n) if calibrated else link.group_bandwidth(n)) * share
+        if calibrated and algorithm == "tree":
+            beta *= nccl.TREE_BANDWIDTH_SHARE
+    alpha = nccl.hw_latency(kind, algorithm, protocol)
+    if not calibrated:  # the bound: NCCL's per-step latency, no per-call overhead, ideal trees
+        return alpha, beta, steps(c, n, algorithm) * alpha, f * S / beta
+    hops = steps(c, n, algorithm)
+    if algorithm == "tree" and link.gpus is not None:  # inside a node NCCL's tree is a chain
+        hops = 2 * (n - 1)
+    if algorithm == "ring" and kind == "net" and protocol == "Simple" and c == "all-reduce":
+        alpha *= nccl.RING_PLATEAU
+    return alpha, beta, nccl.base_latency(algorithm, protocol) + hops * alpha, f * S / beta
+
+
+def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: str | None = None,
+               calibrated: bool = False) -> Collective:
+    """``name`` ('all-reduce', ...) of ``size`` bytes over ``gpus`` GPUs on ``link``.
+
+    ``link`` is a catalog name or :class:`roofkit.links.Link`, or a pair
+    ``(alpha_s, bandwidth_bytes_per_s)`` for the plain α-β model. p2p ignores
+    ``gpus`` beyond checking it.
+
+    On a catalog link the collective runs as NCCL runs it (:mod:`roofkit.nccl`):
+    ``algorithm`` is 'ring', 'tree' or 'nvls' (NVLink SHARP, all-reduce on an
+    NVSwitch domain that has it), or 'auto' for the fastest at this size, as
+    NCCL's tuner picks; ``protocol`` is 'LL', 'LL128' or 'Simple', or None for the
+    fastest. The default is a bound: the link's line rate (times the protocol's
+    share), NCCL's per-step latency, nothing else. ``calibrated=True`` is an
+    estimate: NCCL's latencies with its per-call base and the bandwidth nccl-tests
+    measures on the link (:func:`roofkit.nccl.effective_bandwidth`).
+    """
+    from . import nccl
+
+    c = canonical(name)
+    n = 2 if c == "p2p" else _gpus(gpus)
+    S = float(positive(size, "size"))
+    calibrated = _flag(calibrated, "calibrated")
+    chosen, alpha, beta = _link_figures(link, n)
+    if chosen is None or nccl.link_class(chosen) is None:  # the plain α-β model (a pair, or a TPU's ICI)
+        if algorithm == "auto":
+            algorithm = "ring"
+        if _algorithm(c, algorithm) == "nvls":
+            raise InvalidValue("the nvls algorithm needs an NVSwitch domain from the link catalog.")
+        if protocol is not None:
+            raise InvalidValue("a protocol (LL, LL128, Simple) is NCCL's: give a catalog link, not a bare (α, β).")
+        if calibrated and chosen is not None:
+            beta = nccl.effective_bandwidth(chosen, n) * chosen.ring_links
+        lat, transfer = latency_term(c, n, alpha, algorithm), bandwidth_term(c, S, n, beta, algorithm)
+        best = (algorithm, None, alpha, beta, lat, transfer)
+    else:
+        if protocol is not None and protocol not in nccl.PROTOCOLS:
+            raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(nccl.PROTOCOLS)}.")
+        best = None
+        for a in _candidates(c, algorithm, chosen, calibrated):
+            for p in ([protocol] if protocol is not None else nccl.protocols(a)):
+                if p not in nccl.protocols(a):
+                    if algorithm != "auto":
+                        raise InvalidValue(f"NCCL runs {a} with the Simple protocol only; got {p!r}.")
+                    continue
+                figures = _nccl_time(c, S, n, chosen, a, p, calibrated)
+                if best is None or sum(figures[2:]) < sum(best[4:]):
+                    best = (a, p, *figures)
+        if best is None:
+            raise InvalidValue(f"no algorithm runs {c} with protocol {protocol!r}; try protocol None.")
+    a, p, alpha, beta, lat, transfer = best
+    t = lat + transfer
+    return Collective(collective=c, algorithm=a, size_bytes=S, gpus=n, link=chosen, alpha_s=alpha,
+                      bandwidth_bytes_per_s=beta, latency_s=lat, transfer_s=transfer, time_s=t,
+                      algbw_bytes_per_s=algbw(S, t), busbw_bytes_per_s=busbw(c, S, n, t),
+                      latency_bound_below_bytes=lat * beta / volume(c, n, a), protocol=p, calibrated=calibrated)
+
+
+def all_reduce(size, gpus, link, algorithm: str = "ring", protocol: str | None = None,
+               calibrated: bool = False) -> Collective:
+    return collective("all-reduce", size, gpus, link, algorithm, protocol, calibrated)
+
+
+def all_gather(size, gpus, link, calibrated: bool = False) -> Collective:
+    """``size`` is the gathered (output) buffer, as nccl-tests counts it."""
+    return collective("all-gather", size, gpus, link, calibrated=calibrated)
+
+
+def reduce_scatter(size, gpus, link, calibrated: bool = False) -> Collective:
+    """``size`` is the input buffer (each GPU keeps size / gpus of the result)."""
+    return collective("reduce-scatter", size, gpus, link, calibrated=calibrated)
+
+
+def all_to_all(size, gpus, link, calibrated: bool = False) -> Collective:
+    """``size`` is each GPU's send buffer; it keeps 1/gpus and sends the rest."""
+    return collective("all-to-all", size, gpus, link, calibrated=calibrated)
+
+
+def broadcast(size, gpus, link, calibrated: bool = False) -> Collective:
+    return collective("broadcast", size, gpus, link, calibrated=calibrated)
+
+
+def p2p(size, link, calibrated: bool = False) -> Collective:
+    """One send from one GPU to another: α + S/β."""
+    return collective("p2p", size, 2, link, calibrated=calibrated)
+
+
+# --- hierarchical: NVLink inside a node, the network between nodes ---------------------
+
+_PHASES = {
+    # collective -> [(phase, level, size divisor: 1 for S, "k" for S/k)]
+    "all-reduce": [("reduce-scatter", "intra", 1), ("all-reduce", "inter", "k"), ("all-gather", "intra", 1)],
+    "all-gather": [("all-gather", "inter", "k"), ("all-gather", "intra", 1)],
+    "reduce-scatter": [("reduce-scatter", "intra", 1), ("reduce-scatter", "inter", "k")],
+}
+
+
+@dataclass(frozen=True)
+class Hierarchical:
+    """A collective over nodes x gpus_per_node GPUs, in phases; ``time_s`` sums or overlaps them."""
+
+    collective: str
+    size_bytes: float
+    gpus_per_node: int
+    nodes: int
+    overlap: bool
+    phases: list = field(default_factory=list)  # [(level, Collective)]
+    time_s: float = 0.0
+    algorithm: str = "ring"  # the algorithm between the nodes: ring, tree, or collnet (in-network reduction)
+    calibrated: bool = False
+    latency: float | None = None  # calibrated: NCCL's latency of the whole collective across nodes
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def latency_s(self) -> float:
+        """What the collective costs however small the message: the phases' latencies added (bound), or NCCL's
+        latency of the whole ring or tree across the nodes (calibrated)."""
+        return self.latency if self.latency is not None else sum(p.latency_s for _, p in self.phases)
+
+    @property
+    def transfer_s(self) -> float:
+        """The rest of ``time_s``: the bytes, on the busier link (or on both in turn without overlap)."""
+        return self.time_s - self.latency_s
+
+    @property
+    def latency_bound(self) -> bool:
+        return self.latency_s > self.transfer_s
+
+    @property
+    def latency_bound_below_bytes(self) -> float:
+        """The size at which the latency terms equal the transfer (the transfer grows in proportion to S)."""
+        return self.latency_s * self.size_bytes / self.transfer_s
+
+    @property
+    def algbw(self) -> float:
+        return algbw(self.size_bytes, self.time_s)
+
+    @property
+    def busbw(self) -> float:
+        return busbw(self.collective, self.size_bytes, self.gpus, self.time_s)
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective, "algorithm": self.algorithm, "calibrated": self.calibrated,
+                "bytes": self.size_bytes, "gpus": self.gpus,
+                "gpus_per_node": self.gpus_per_node, "nodes": self.nodes, "overlap": self.overlap,
+                "time_s": self.time_s, "latency_s": self.latency_s, "transfer_s": self.transfer_s,
+                "latency_bound": self.latency_bound, "latency_bound_below_bytes": self.latency_bound_below_bytes,
+                "algbw_bytes_per_s": self.algbw, "busbw_bytes_per_s": self.busbw,
+                "phases": [{"level": level, **c.to_dict()} for level, c in self.phases]}
+
+
+def _in_network(size: float, nodes: int, inter) -> Collective:
+    """An all-reduce that the network's switches compute (SHARP, NCCL's CollNet): each GPU sends its share once."""
+    from ..catalogs import links
+    from . import nccl
+
+    link = links.get(inter)
+    alpha = nccl.hw_latency("net", "collnet", "Simple")
+    transfer = size / link.collective_bandwidth
+    return Collective(collective="all-reduce", algorithm="collnet", size_bytes=size, gpus=nodes, link=link,
+                      alpha_s=alpha, bandwidth_bytes_per_s=link.collective_bandwidth, latency_s=alpha,
+                      transfer_s=transfer, time_s=alpha + transfer, algbw_bytes_per_s=algbw(size, alpha + transfer),
+                      busbw_bytes_per_s=busbw("all-reduce", size, nodes, alpha + transfer),
+                      latency_bound_below_bytes=alpha * link.collective_bandwidth, protocol="Simple")
+
+
+def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: bool = True,
+                 algorithm: str = "auto", calibrated: bool = False) -> Hierarchical:
+    """All-reduce, all-gather or reduce-scatter over ``nodes`` x ``gpus_per_node`` GPUs, one NIC per GPU.
+
+    All-reduce of S bytes: reduce-scatter S inside each node (``intra``, k GPUs),
+    all-reduce the S/k each GPU now holds with the GPUs of the same rank in the
+    other m nodes (``inter``: each GPU over its own NIC), all-gather S inside the
+    node. All-gather and reduce-scatter are the two halves. ``overlap=True``
+    pipelines the phases, as NCCL does with chunks: the latencies add, and the
+    busier of the two links sets the rest (the scaling book's max over the
+    levels of the network, gpus.md). ``overlap=False`` runs them one after the
+    other.
+
+    ``algorithm`` is the all-reduce between the nodes: 'ring', 'tree' (log2 of the
+    nodes in latency), 'collnet' (the switches reduce: InfiniBand SHARP, where
+    the network has it) or 'auto', the fastest. With ``calibrated=True`` every
+    phase is NCCL's estimate (:func:`collective`), and 'auto' leaves out CollNet,
+    which NCCL uses only with its plugin.
+    """
+    c = canonical(name)
+    if c not in _PHASES:
+        raise InvalidValue(f"hierarchical {c} is not modelled; choose one of: {', '.join(_PHASES)}.")
+    choices = ("auto", "ring", "tree", "collnet")
+    if algorithm not in choices:
+        raise InvalidValue(f"unknown algorithm {algorithm!r} between nodes; expected one of: {', '.join(choices)}.")
+    k, m = whole(gpus_per_node, "gpus_per_node"), whole(nodes, "nodes")
+    if k * m < 2:
+        raise InvalidValue(f"a collective needs at least 2 GPUs; got {k} x {m}.")
+    calibrated = _flag(calibrated, "calibrated")
+    S = float(positive(size, "size"))
+
+    def inter_phase(phase: str, part: float, a: str) -> Collective:
+        if a == "collnet":
+            from ..catalogs import links
+            from . import nccl
+
+            if phase != "all-reduce" or not nccl.in_network_reduction(links.get(inter)):
+                raise InvalidValue(f"collnet (in-network reduction) is an all-reduce on a network whose switches "
+                                   f"reduce; {getattr(links.get(inter), 'key', inter)} has none.")
+            return _in_network(part, m, inter)
+        if a == "tree" and phase != "all-reduce":
+            a = "ring"
+        return collective(phase, part, m, inter, a, calibrated=calibrated)
+
+    def run(a: str) -> tuple[list, float]:
+        phases = []
+        for phase, level, divisor in _PHASES[c]:
+            group = k if level == "intra" else m
+            if group < 2:
+                continue
+            part = S / k if divisor == "k" else S
+            if level == "intra":
+                phases.append((level, collective(phase, part, group, intra, calibrated=calibrated)))
+            else:
+                phases.append((level, inter_phase(phase, part, a)))
+        if overlap:  # the phases on one link still take turns; the two links work at once
+            busy = {level: sum(p.transfer_s for lv, p in phases if lv == level) for level, _ in phases}
+            return phases, sum(p.latency_s for _, p in phases) + max(busy.values())
+        return phases, sum(p.time_s for _, p in phases)
+
+    def nccl_latency(a: str, phases) -> float:
+        """NCCL's latency of the whole collective across nodes (tuning.cc), in place of the phases' own."""
+        from ..catalogs import links
+        from . import nccl
+
+        if a == "collnet":
+            return sum(p.latency_s for _, p in phases)
+        kind_intra = nccl.link_class(links.get(intra)) or "nvlink"
+        steps_all = 2 * (k * m - 1) if c == "all-reduce" else k * m - 1
+        inter_steps = 2 * (m - 1) if c == "all-reduce" else m - 1
+        best = None
+        for proto in nccl.protocols("ring"):
+            net_overhead = 1e-6 * (3 if proto == "Simple" else 1)  # tuning.cc: getNetOverhead, x3 for Simple
+            intra_lat = max(nccl.hw_latency(kind_intra, a if a != "collnet" else "ring", proto), net_overhead)
+            inter_lat = nccl.hw_latency("net", a, proto) * (nccl.RING_PLATEAU if a == "ring" and proto == "Simple"
+                                                            and c == "all-reduce" else 1)
+            if a == "tree":
+                lat = 2 * ((k - 1) * intra_lat + math.ceil(math.log2(m)) * inter_lat)
+            else:
+                lat = (steps_all - inter_steps) * intra_lat + inter_steps * inter_lat
+            lat += nccl.base_latency(a, proto)
+            best = lat if best is None else min(best, lat)
+        return best
+
+    def timed(a: str):
+        phases, t = run(a)
+        if calibrated:
+            t += nccl_latency(a, phases) - sum(p.latency_s for _, p in phases)
+        return phases, t
+
+    latency = None
+    if algorithm == "auto":
+        from ..catalogs import links
+        from . import nccl
+
+        tried = ["ring", "tree"] + (["collnet"] if c == "all-reduce" and not calibrated
+                                    and nccl.in_network_reduction(links.get(inter)) else [])
+        results = {a: timed(a) for a in tried}
+        algorithm = min(results, key=lambda a: results[a][1])
+        phases, t = results[algorithm]
+    else:
+        phases, t = timed(algorithm)
+    if calibrated:
+        latency = nccl_latency(algorithm, phases)
+    if c != "all-reduce" and algorithm == "tree":
+        algorithm = "ring"
+    return Hierarchical(c, S, k, m, bool(overlap), phases, t, algorithm, calibrated, latency)
+
+
+# --- fitting α and β to measurements ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fit:
+    """α and β fitted to measured (size, time) points of one collective, and how well they fit."""
+
+    collective: str
+    gpus: int
+    alpha_s: float
+    bandwidth_bytes_per_s: float
+    sizes: list
+    times: list
+    predicted: list
+
+    @property
+    def errors(self) -> list:
+        """(predicted - measured) / measured, point by point."""
+        return [(p - t) / t for p, t in zip(self.predicted, self.times)]
+
+    @property
+    def median_error(self) -> float:
+        import statistics
+
+        return statistics.median(abs(e) for e in self.errors)
+
+    @property
+    def max_error(self) -> float:
+        return max(abs(e) for e in self.errors)
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective, "gpus": self.gpus, "alpha_s": self.alpha_s,
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "sizes": list(self.sizes),
+                "times_s": list(self.times), "predicted_s": list(self.predicted),
+                "median_error": self.median_error, "max_error": self.max_error}
+
+
+def fit(sizes, times, collective: str = "p2p", gpus=2, algorithm: str = "ring") -> Fit:
+    """α and β of T = steps·α + f·S/β, fitted to measured times by least squares on relative error.
+
+    Each point is weighted by 1/t, so a 10 µs message counts as much as a 10 ms
+    one. Neither α nor 1/β may come out negative: if one would, it is pinned at
+    0 and the other refitted (β = inf means no measurable bandwidth cost).
+    """
+    import numpy as np
+
+    c = canonical(collective)
+    n = 2 if c == "p2p" else _gpus(gpus)
+    S = np.asarray([float(positive(s, "size")) for s in sizes])
+    t = np.asarray([float(positive(x, "time")) for x in times])
+    if len(S) != len(t) or len(S) < 2 or len(set(S)) < 2:
+        raise InvalidValue("fit needs at least two different sizes, each with one time.")
+    a_col, b_col = steps(c, n, algorithm) / t, volume(c, n, algorithm) * S / t  # columns of A / t
+    (alpha, inv_beta), *_ = np.linalg.lstsq(np.column_stack([a_col, b_col]), np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha, inv_beta = 0.0, float(b_col @ np.ones_like(t) / (b_col @ b_col))
+    if inv_beta <= 0:
+        alpha, inv_beta = float(a_col @ np.ones_like(t) / (a_col @ a_col)), 0.0
+    beta = math.inf if inv_beta <= 0 else 1 / inv_beta
+    predicted = [float(steps(c, n, algorithm) * alpha + volume(c, n, algorithm) * s * inv_beta) for s in S]
+    return Fit(c, n, float(alpha), float(beta), [float(s) for s in S], [float(x) for x in t], predicted)

@@ -1,0 +1,118 @@
+"""How a serving engine spends a kernel's time: the bound, and the calibrated estimate.
+
+Every step of a server is a list of kernels (:func:`roofkit.layertime.kernels`,
+one per op, as an engine with fused kernels runs them), each with its FLOPs F
+and HBM bytes Q. Two models of a kernel's time:
+
+* the bound (the default): every cost at its best, the datasheet's roofs, math
+  and memory fully overlapped:
+
+      t = max(F / P, Q / BW)
+
+  No real kernel is faster, so no real step is (a published run that beats it is a bug);
+* calibrated: the achievable roofs of the catalog (the best measured matmul rate
+  and a copy's bandwidth, sourced per accelerator), math and memory not
+  overlapped (lesson 03's pessimistic sum, which the achievable roofs make an
+  estimate), and a floor t0 that every kernel pays:
+
+      t = F / P_achievable + Q / BW_achievable + t0
+
+  and each step pays the engine once more, t_step: scheduling, sampling, the
+  launch of its graph, the host's work between steps.
+
+t0 is lesson 11's per-kernel floor, fitted on measured H200 layers
+(:func:`roofkit.layertime.default_calibration`); t_step is the one constant
+fitted on the published serving runs shipped with roofkit
+(:func:`roofkit.inference.published.fit`). :func:`default` fits it once.
+
+In calibrated mode the activations between kernels are kept in 16 bits when the
+math runs in 8 (engines quantize a GEMM's input inside the kernel before it),
+so an FP8 engine reads FP8 weights and an FP8 cache but 2-byte activations.
+
+    >>> c = default()
+    >>> round(c.floor_s * 1e6, 1), round(c.step_s * 1e3, 2) > 0
+    (5.5, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ... import dtypes
+from ...catalogs import hardware
+
+__all__ = ["EngineCalibration", "Roofs", "roofs", "activation_dtype", "default", "kernel_time"]
+
+
+@dataclass(frozen=True)
+class EngineCalibration:
+    """The calibrated model's two constants and where they come from."""
+
+    floor_s: float  # t0: every kernel's floor (lesson 11, measured H200 layers)
+    step_s: float  # t_step: the engine's overhead per step, fitted on published runs
+    source: str = ""
+    runs: int = 0  # how many published runs t_step was fitted on
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """What a step's kernels run at: the roofs, the floor, the overhead per step, and how math and memory add."""
+
+    peak_flops: float
+    bandwidth: float
+    floor_s: float = 0.0
+    step_s: float = 0.0
+    overlap: bool = True  # max(F/P, Q/BW) (the bound); False: F/P + Q/BW
+    calibrated: bool = False
+
+    def time(self, flops: float, nbytes: float) -> float:
+        """One kernel's time (see the module's docstring)."""
+        return kernel_time(flops, nbytes, self)
+
+
+def kernel_time(flops: float, nbytes: float, r: Roofs) -> float:
+    """t = max(F/P, Q/BW) for the bound; F/P + Q/BW + t0 calibrated."""
+    math_s, memory_s = flops / r.peak_flops, nbytes / r.bandwidth
+    return (max(math_s, memory_s) if r.overlap else math_s + memory_s) + r.floor_s
+
+
+def activation_dtype(dtype, calibrated: bool) -> str:
+    """The activations' precision between kernels: ``dtype`` for the bound; calibrated, 16 bits at least."""
+    key = dtypes.canonical(dtype)
+    if calibrated and dtypes.bytes_per_element(key) < 2:
+        return "bf16"
+    return key
+
+
+def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | None = None) -> Roofs:
+    """The roofs of ``hw`` for math in ``dtype``: the datasheet's (bound), or its achievable figures (calibrated).
+
+    Calibrated needs the catalog's achievable matmul rate in ``dtype`` and its
+    achievable bandwidth (:class:`roofkit.hardware.NoAchievableFigure` names what is missing).
+    """
+    acc = hardware.get(hw)
+    key = dtypes.canonical(dtype)
+    if not calibrated:
+        if calibration is not None:
+            from ...errors import InvalidValue
+
+            raise InvalidValue("an engine calibration is used only with calibrated=True.")
+        return Roofs(acc.peak(key), acc.memory_bandwidth())
+    cal = calibration or default()
+    return Roofs(acc.peak(key, achievable=True), acc.memory_bandwidth(achievable=True), cal.floor_s, cal.step_s,
+                 overlap=False, calibrated=True)
+
+
+_DEFAULT: list[EngineCalibration] = []
+
+
+def default() -> EngineCalibration:
+    """The calibration roofkit ships: t0 from lesson 11's H200 layers, t_step fitted on the published runs (once)."""
+    if not _DEFAULT:
+        from .published import fit  # the fit predicts published runs with this module: imported when first needed
+
+        _DEFAULT.append(fit())
+    return _DEFAULT[0]

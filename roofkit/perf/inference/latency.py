@@ -1,0 +1,410 @@
+"""Latency and throughput of serving: time to first token, time per output token, tokens per second.
+
+A request costs two kinds of work:
+
+* **prefill**: the prompt's tokens go through the model at once (a causal
+  prefill), filling the KV cache. Its time is the **time to first token**, TTFT.
+  With a prompt in the hundreds of tokens or more its GEMMs are compute-bound.
+* **decode**: then one token per step. A decode step at batch B runs every
+  sequence's next token together: it reads every weight once (shared by the B
+  tokens) and each sequence's whole KV cache (its own). Its time is the **time
+  per output token**, TPOT; the batch makes B / TPOT tokens per second, each
+  user 1 / TPOT.
+
+A server that batches continuously mixes the two in one step (:func:`step`): B
+sequences decode one token each while a share of new prompts is prefilled, all
+through the same weight GEMMs (the weights are read once for every token of the
+step), with attention kept apart (each decoding sequence reads its cache; each
+prompt attends causally to itself). :mod:`roofkit.inference.workload` builds the
+steady state of such a server from it.
+
+Every step is a list of kernels (:func:`roofkit.layertime.kernels`, one per op)
+on one GPU's share of the model (:func:`shard`; t-way tensor parallelism splits
+the heads and the MLP), each timed by :mod:`roofkit.inference.engine`: the bound
+max(F/P, Q/BW) at the datasheet's roofs by default, or ``calibrated=True``
+(achievable roofs, a per-kernel floor, an engine overhead per step):
+
+    T = L · T_layer  +  T_output layer  +  T_communication  (+ t_step, calibrated)
+
+* the output layer: a [tokens, d] x [d, V / t] GEMM with BF16 weights (the last
+  token of each prompt in a prefill; every new token in decode). The embedding
+  lookup and the final norm are left out (a few rows, one vector).
+* communication: Megatron tensor parallelism all-reduces the activations twice
+  per layer (:func:`roofkit.comms.all_reduce` on the scale-up link); pipeline
+  stages send them on (:func:`roofkit.comms.p2p`). With p stages the batch goes
+  through in p micro-batches, so a round (every sequence one token further) is
+  L layers at a micro-batch of B / p, and a single request still crosses all p stages.
+
+The batch where decode turns compute-bound (:func:`critical_batch`) is where the
+step's math time reaches its memory time. The weights' GEMMs have intensity
+about 2B / b_w, so B about the ridge for BF16 weights, half of it for INT8 weights
+with BF16 math (the JAX scaling book's "B_crit = 240 ... 120" on a TPU v5e,
+derived by :func:`critical_batch_symbolic`); the activations each token reads and
+writes push it some way above. Attention does not help: each sequence reads its
+own cache, at an intensity near the GQA group size H / H_kv in BF16, whatever the
+batch (:func:`attention_intensity`). At a long context the cache's bytes grow with
+the batch as fast as the FLOPs, and the step may never turn compute-bound (``None``).
+
+    >>> round(tpot("llama-3-8b", "h100", batch=1, context=4096) * 1e3, 2)     # ms per token
+    4.64
+    >>> critical_batch("llama-3-8b", "h100")          # attention left out: the ridge (295) and more
+    371
+    >>> critical_batch("llama-3-8b", "h100", context=4096) is None                 # each cache read too
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from ... import dtypes, formulas
+from ...catalogs import hardware, models
+from .. import layertime
+from ...errors import InvalidValue
+from ...units import nonnegative, whole
+from . import engine, memory, weights
+
+__all__ = ["StepTime", "step", "decode_step", "prefill", "ttft", "tpot", "throughput", "critical_batch",
+           "critical_batch_symbolic", "attention_intensity", "step_time_bound", "shard", "fewest_gpus", "DecodeCost",
+           "decode_cost"]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One forward step of the whole model (every layer, the output layer, the communication), per replica.
+
+    ``batch`` sequences decode ``new_tokens`` each against ``context`` cached tokens; ``prompts`` prompts of
+    ``prompt`` tokens are prefilled in the same step (a fraction: a chunk of one prompt, or the average share
+    of a step in a steady state).
+    """
+
+    phase: str  # "prefill", "decode" or "mixed"
+    batch: int
+    new_tokens: int  # per decoding sequence: 1, or k + 1 for a speculative verification
+    context: float  # tokens cached per decoding sequence before the step (0 without decode)
+    time_s: float
+    layers_s: float
+    output_s: float
+    communication_s: float
+    tp: int
+    pp: int
+    layer: layertime.LayerTime  # one layer of one GPU's shard (at a micro-batch when pp > 1)
+    notes: list[str] = field(default_factory=list)
+    prompts: float = 0.0
+    prompt: int = 0
+    cached: int = 0  # tokens of each prompt found in the cache (prefix caching), not computed
+    engine_s: float = 0.0  # calibrated: the engine's overhead per step
+    calibrated: bool = False
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens the step makes per second: one per decoding sequence (B / T), or one per prompt prefilled."""
+        return (self.batch if self.batch else self.prompts) / self.time_s
+
+    @property
+    def prefill_tokens(self) -> float:
+        """Prompt tokens computed in the step (the cached prefixes not counted)."""
+        return self.prompts * (self.prompt - self.cached)
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "batch": self.batch, "new_tokens": self.new_tokens, "context": self.context,
+                "prompts": self.prompts, "prompt": self.prompt, "time_s": self.time_s, "layers_s": self.layers_s,
+                "output_s": self.output_s, "communication_s": self.communication_s, "engine_s": self.engine_s,
+                "tp": self.tp, "pp": self.pp, "calibrated": self.calibrated, "layer": self.layer.to_dict(),
+                "notes": list(self.notes)}
+
+
+def shard(model, tp: int) -> models.Model:
+    """One GPU's share of a model under ``tp``-way tensor parallelism: H / t heads, max(1, H_kv / t) K/V heads, d_ff / t."""
+    m = models.get(model)
+    t = whole(tp, "tp")
+    if t == 1:
+        return m
+    if m.heads % t:
+        raise InvalidValue(f"{t}-way tensor parallelism needs the {m.heads} heads of {m.name} to split evenly.")
+    return dataclasses.replace(m, heads=m.heads // t, kv_heads=max(1, m.kv_heads // t), d_ff=m.d_ff / t)
+
+
+def _dense(m: models.Model) -> None:
+    if m.mla or m.moe:
+        raise InvalidValue(f"{m.name}: latency is not modelled for latent attention and mixtures of experts "
+                           "(its memory plan is: roofkit.inference.memory.plan).")
+
+
+def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs):
+    """One layer's kernels for the mixed step, timed, as a LayerTime."""
+    tokens = batch * new_tokens + prompts * (prompt - cached)
+    ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv)
+          if k.kind != "attention"]
+    if batch:
+        ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, kv_dtype=kv)
+               if k.kind == "attention"]
+    if prompts:  # the uncached end of each prompt attends causally to the whole prompt
+        cost = part.layer_ops(prompts, prompt - cached, prompt if cached else None, act, causal=True,
+                              kv_bytes=kv if cached else None)["attn"]
+        ks.append(layertime.Kernel("attn.prefill", "attn", float(cost.flops), float(cost.bytes), "attention"))
+    ops: dict[str, list] = {}
+    for k in ks:
+        ops.setdefault(k.op, []).append(k)
+    out = []
+    for name, group in ops.items():
+        math_s = sum(k.flops / r.peak_flops for k in group)
+        memory_s = sum(k.bytes / r.bandwidth for k in group)
+        time_s = sum(r.time(k.flops, k.bytes) for k in group)
+        floors = r.floor_s * len(group)
+        bound = "floor" if floors > time_s - floors else ("compute" if math_s > memory_s else "memory")
+        out.append(layertime.OpTime(name, sum(k.flops for k in group), sum(k.bytes for k in group), time_s, bound,
+                                    len(group)))
+    lt = layertime.LayerTime(model=part.key, batch=int(round(batch)), seq=int(new_tokens if batch else prompt),
+                             kv_seq=None if not batch else float(context), dtype=act, accelerator="",
+                             calibrated=r.calibrated, time_s=sum(op.time_s for op in out), ops=out,
+                             peak_flops=r.peak_flops, bandwidth=r.bandwidth, floor_s=r.floor_s, kernels=len(ks),
+                             roofs="achievable" if r.calibrated else "datasheet")
+    return lt
+
+
+def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dtype="bf16", weights_dtype=None,
+         kv_dtype=None, calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None,
+         cached=0) -> StepTime:
+    """One step of a replica: ``batch`` sequences decode ``new_tokens`` each with ``context`` tokens cached,
+    and ``prompts`` prompts of ``prompt`` tokens are prefilled (either may be absent). ``cached``: the first
+    tokens of each prompt already in the cache (a shared prefix, prefix caching): only the rest is computed,
+    attending to the whole prompt.
+
+    ``dtype`` is the math's precision (and the activations', 16 bits at least when
+    calibrated); ``weights_dtype`` and ``kv_dtype`` default to it. ``gpus``, ``tp``,
+    ``pp``: the layout (:func:`roofkit.inference.memory.layout`), one replica's step.
+    """
+    from .. import comms
+    from ...catalogs import links
+
+    m, acc = models.get(model), hardware.get(hw)
+    _dense(m)
+    B = whole(batch, "batch", 0)
+    n = whole(new_tokens, "new tokens")
+    share = float(nonnegative(prompts, "prompts"))
+    P = 0 if not share else whole(prompt, "prompt")
+    S = whole(cached, "cached tokens", 0)
+    if share and S >= P:
+        raise InvalidValue(f"cached tokens ({S:,}) must be fewer than the prompt's ({P:,}): its last token at least "
+                           "is computed, to make the first new one.")
+    if not B and not share:
+        raise InvalidValue("a step needs a batch to decode or a prompt to prefill; got neither.")
+    c = 0.0 if not B else float(nonnegative(context, "context"))
+    if B and not c:
+        raise InvalidValue("a decode step needs its context: the tokens each sequence has cached (at least 1).")
+    lay = memory.layout(m, acc, gpus, tp, pp)
+    key = dtypes.canonical(dtype)
+    r = engine.roofs(acc, key, calibrated, calibration)
+    act = engine.activation_dtype(key, calibrated)
+    fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
+    kv = dtypes.canonical(key if kv_dtype is None else kv_dtype)
+    part = shard(m, lay.tp)
+    # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)
+    micro = lay.pp if lay.pp > 1 and B + share >= lay.pp else 1
+    layer = _layer(part, B / micro, n, c, share / micro, P, S if share else 0, act,
+                   None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight,
+                   None if kv == act else kv, r)
+    layer = dataclasses.replace(layer, accelerator=acc.key)
+    rows = (B * n + share) / micro  # the output layer: every new token of a decoding sequence, each prompt's last
+    head = formulas.gemm(rows, m.vocab / lay.tp, m.d_model, act, dtypes.bytes_per_element(weights.other_dtype(fmt)))
+    output_s = micro * r.time(head.flops, head.bytes)
+    notes = []
+    communication = 0.0
+    activations = (B * n + share * (P - S)) / micro * m.d_model * dtypes.bytes_per_element(act)
+    if lay.tp > 1:  # two all-reduces per layer, for each micro-batch on its stage's L / p layers: 2 L in all
+        if lay.link is None:
+            notes.append(f"the catalog has no scale-up link for {acc.name}: tensor-parallel communication not counted")
+        else:
+            communication += m.layers * 2 * comms.all_reduce(activations, lay.tp, lay.link).time_s
+    if lay.pp > 1:  # a lone request crosses p - 1 stage boundaries; pipelined, each stage sends its p micro-batches
+        domain = links.get(lay.link) if lay.link is not None else None
+        inside = domain is not None and domain.gpus is not None and lay.gpus_per_replica <= domain.gpus
+        link = domain if inside else links.scale_out(acc)
+        if link is None:
+            notes.append(f"the catalog has no link between the stages for {acc.name}: pipeline sends not counted")
+        else:
+            communication += (lay.pp - 1 if micro == 1 else lay.pp) * comms.p2p(activations, link).time_s
+    layers_s = m.layers * layer.time_s  # each stage runs L / p layers for each of the p micro-batches
+    phase = "mixed" if B and share else ("decode" if B else "prefill")
+    total = layers_s + output_s + communication + r.step_s
+    return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=total, layers_s=layers_s,
+                    output_s=output_s, communication_s=communication, tp=lay.tp, pp=lay.pp, layer=layer,
+                    notes=notes, prompts=share, prompt=P, cached=S if share else 0, engine_s=r.step_s,
+                    calibrated=r.calibrated)
+
+
+def decode_step(model, hw, batch=1, context=4096, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None) -> StepTime:
+    """One decode step: ``batch`` sequences, each with ``context`` tokens cached, make ``new_tokens`` each (1).
+
+    ``weights_dtype`` and ``kv_dtype`` default to ``dtype`` (the activations and the peak).
+    ``new_tokens`` = k + 1 is a speculative step's verification of k drafted tokens.
+    """
+    whole(batch, "batch")
+    whole(context, "context")
+    return step(model, hw, batch, context, 0, None, gpus, dtype, weights_dtype, kv_dtype, calibrated, new_tokens,
+                group, calibration, tp, pp)
+
+
+def prefill(model, hw, prompt=4096, batch=1, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
+            calibrated=False, group=None, calibration=None, tp=None, pp=None) -> StepTime:
+    """The prefill of ``batch`` prompts of ``prompt`` tokens (causal), up to the first token's logits."""
+    B = whole(batch, "batch")
+    return step(model, hw, 0, None, B, prompt, gpus, dtype, weights_dtype, kv_dtype, calibrated, 1, group,
+                calibration, tp, pp)
+
+
+def ttft(model, hw, prompt=4096, **options) -> float:
+    """Time to first token, in seconds: the prefill of one prompt of ``prompt`` tokens (queueing not counted)."""
+    return prefill(model, hw, prompt, **options).time_s
+
+
+def tpot(model, hw, batch=1, context=4096, **options) -> float:
+    """Time per output token, in seconds: one decode step at ``batch`` with ``context`` tokens cached per sequence."""
+    return decode_step(model, hw, batch, context, **options).time_s
+
+
+def throughput(model, hw, batch=1, context=4096, gpus=1, **options) -> dict:
+    """Decode throughput of one replica: tokens/s of the batch, per GPU and per user (1 / TPOT)."""
+    s = decode_step(model, hw, batch, context, gpus, **options)
+    per_replica = s.tp * s.pp
+    return {"tpot_s": s.time_s, "tokens_per_s": batch / s.time_s, "tokens_per_s_per_gpu": batch / s.time_s / per_replica,
+            "tokens_per_s_per_user": 1 / s.time_s}
+
+
+def fewest_gpus(model, hw, tpot_s, batch=1, context=4096, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                calibrated=False, reserve=memory.RESERVE) -> int | None:
+    """The fewest GPUs, tensor parallel inside one scale-up domain, on which ``batch`` sequences fit and decode
+    at ``context`` in at most ``tpot_s`` seconds per token; None when no domain is enough.
+
+    More GPUs split the weights' and the caches' reads, but each layer's two
+    all-reduces cost at least 2 (t - 1) link latencies however small the step:
+    sharded decode has a floor, and past it more GPUs buy nothing.
+    """
+    from ...catalogs import links
+    from ...units import positive
+
+    m, acc = models.get(model), hardware.get(hw)
+    target = positive(tpot_s, "tpot_s")
+    domain = links.scale_up(acc)
+    reach = domain.gpus if domain is not None and domain.gpus is not None else 8
+    for t in range(1, reach + 1):
+        if m.heads % t:
+            continue
+        key = dtypes.canonical(dtype)
+        wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+        if not memory.plan(m, acc, t, context, batch, wd, kd, reserve, tp=t).fits:
+            continue
+        if tpot(m, acc, batch, context, gpus=t, tp=t, dtype=key, weights_dtype=wd, kv_dtype=kd,
+                calibrated=calibrated) <= target:
+            return t
+    return None
+
+
+def attention_intensity(model, context=4096, dtype="bf16", kv_dtype=None) -> float:
+    """FLOPs per byte of a decode step's attention: about the GQA group size H / H_kv with a BF16 cache.
+
+    Each cached element is read once and used by the group's H / H_kv query heads,
+    about 2 FLOPs each in BF16 (2 bytes); the batch does not change it.
+    """
+    m = models.get(model)
+    _dense(m)
+    ctx = whole(context, "context")
+    return m.layer_ops(1, 1, ctx, dtype, kv_bytes=kv_dtype)["attn"].intensity
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    """A decode step's FLOPs and bytes as a line in the batch: F = B f, Q = W + B q (datasheet precisions)."""
+
+    flops_per_sequence: float  # f: each sequence's FLOPs (the weights' 2 per parameter, its attention)
+    bytes_per_sequence: float  # q: each sequence's bytes (its cache read, its activations)
+    shared_bytes: float  # W: what every sequence shares (the weights, read once)
+
+    @property
+    def intensity(self) -> float:
+        """What one more sequence adds: f / q FLOPs per byte."""
+        return self.flops_per_sequence / self.bytes_per_sequence
+
+
+def decode_cost(model, context=None, gpus=1, hw="h100", dtype="bf16", weights_dtype=None, kv_dtype=None,
+                group=None) -> DecodeCost:
+    """f, q and W of a decode step (``context=None``: attention left out, the weights' side alone)."""
+    m, acc = models.get(model), hardware.get(hw)
+    _dense(m)
+    key = dtypes.canonical(dtype)
+    fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
+    lay = memory.layout(m, acc, gpus)
+    part = shard(m, lay.tp)
+    ctx = None if context is None else whole(context, "context")
+    head_bytes = dtypes.bytes_per_element(weights.other_dtype(fmt))
+
+    def totals(B):
+        """(FLOPs, bytes) of the step at batch B: every layer (attention left out without a context) and the output."""
+        ops = part.layer_ops(B, 1, ctx or 1, key, weight_bytes=fmt.bytes_per_weight, kv_bytes=kv_dtype)
+        layer = sum(cost for name, cost in ops.items() if ctx is not None or not name.startswith("attn"))
+        head = formulas.gemm(B, m.vocab / lay.tp, m.d_model, key, head_bytes)
+        return part.layers * layer.flops + head.flops, part.layers * layer.bytes + head.bytes
+
+    (F1, Q1), (_, Q2) = totals(1), totals(2)  # FLOPs are B f, bytes W + B q: two batches give f, q and W
+    return DecodeCost(F1, Q2 - Q1, 2 * Q1 - Q2)
+
+
+def critical_batch(model, hw, context=None, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                   group=None) -> int | None:
+    """The smallest batch at which a decode step's math time reaches its memory time (datasheet roofs).
+
+    ``context=None``: the weights' side only, attention left out (the classic
+    "decode turns compute-bound at B ~ ridge"). With a context, each sequence's
+    cache read counts too; None when the step never turns compute-bound.
+    The step's FLOPs are B f and its bytes W + B q (weights once, activations
+    and cache per sequence, :func:`decode_cost`), so B* = (W / BW) / (f / P - q / BW):
+    never, when one more sequence's f / q is below the ridge P / BW.
+    """
+    acc = hardware.get(hw)
+    key = dtypes.canonical(dtype)
+    c = decode_cost(model, context, gpus, acc, key, weights_dtype, kv_dtype, group)
+    f, q, W = c.flops_per_sequence, c.bytes_per_sequence, c.shared_bytes
+    P, BW = acc.peak(key), acc.memory_bandwidth()
+    if f / P <= q / BW:
+        return None
+    return max(1, math.ceil((W / BW) / (f / P - q / BW)))
+
+
+def critical_batch_symbolic() -> dict:
+    """The critical batch derived with sympy from :func:`step_time_bound`'s two terms for the weights:
+
+    the math of B tokens through N parameters, 2 B N / P, meets the read of the
+    weights, N b_w / BW, at B* = P b_w / (2 BW): the ridge P / BW times b_w / 2.
+    BF16 weights (b_w = 2) put it at the ridge; INT8 weights multiplied in BF16
+    (b_w = 1, the math unchanged) halve it. Returns {'B*': ..., 'symbols': (B, N, b_w, P, BW)}.
+    """
+    import sympy
+
+    B, N, b_w, P, BW = sympy.symbols("B N b_w P BW", positive=True)
+    bound = step_time_bound(B, N, N * b_w, 0, P, BW)  # no cache: the weights' side alone
+    math_s, weights_s = sorted(bound.args, key=lambda e: e.has(B), reverse=True)
+    return {"B*": sympy.solve(sympy.Eq(math_s, weights_s), B)[0], "symbols": (B, N, b_w, P, BW)}
+
+
+def step_time_bound(batch, params, weight_bytes, kv_bytes_per_sequence, peak_flops, bandwidth):
+    """The JAX scaling book's envelope for a decode step (inference chapter, "Theoretical Step Time (General)"):
+
+        T = B · KV / BW  +  max(2 B N / P, W / BW)
+
+    attention always bandwidth-bound, the weights' GEMMs whichever is slower:
+    math (2 FLOPs per parameter per token) or reading the weights. Numbers or sympy symbols.
+    """
+    from ...units import positive
+
+    B, N, W = positive(batch, "batch"), positive(params, "params"), positive(weight_bytes, "weight_bytes")
+    KV = nonnegative(kv_bytes_per_sequence, "kv_bytes_per_sequence")
+    P, BW = positive(peak_flops, "peak_flops"), positive(bandwidth, "bandwidth")
+    if any(type(v).__module__.startswith("sympy") for v in (B, N, W, KV, P, BW)):
+        import sympy
+
+        return B * KV / BW + sympy.Max(2 * B * N / P, W / BW)
+    return B * KV / BW + max(2 * B * N / P, W / BW)

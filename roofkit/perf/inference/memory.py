@@ -1,0 +1,246 @@
+"""A memory plan for serving a model on N GPUs: weights, KV cache, a reserve; what fits.
+
+Each GPU's memory M (the catalog's ``capacity_bytes``: the total the card reports,
+such as nvidia-smi's 81,559 MiB on an H100, where published; else the datasheet's) holds, with the work split
+evenly over the n GPUs of one copy of the model (a replica):
+
+    n M  =  reserve  +  weights  +  KV cache  (+ what is left)
+
+* reserve: what the engine does not give to weights and cache, a fraction r of every
+  GPU. The default r = 0.10 is vLLM's way: ``gpu_memory_utilization`` = 0.9 is the
+  share of each GPU vLLM may use (vLLM engine arguments), and the weights, the
+  activations' peak (measured in a profiling run), CUDA graphs and the KV cache all
+  fit inside that 90%; the 10% outside it is headroom (the CUDA context, other
+  processes). roofkit counts the weights and the cache in the 90% and leaves the
+  activations and graphs (a few GB) out, so its largest batch is an upper bound on
+  vLLM's. (TensorRT-LLM gives the cache a fraction, 0.9 by default, of what is
+  free after the weights and activations are loaded.)
+* weights: :func:`roofkit.inference.weights.weights_bytes` (every expert of a mixture of experts);
+* KV cache: B sequences of s tokens, :mod:`roofkit.inference.kvcache`, times a
+  replication factor. Tensor parallelism over t GPUs gives each GPU H_kv / t of
+  the K/V heads; when t > H_kv a head is copied onto t / H_kv GPUs, and MLA's
+  latent, shared by every head, is on all t.
+
+So the largest batch at a context s, and the longest context at a batch B, are
+
+    B_max = floor((N M (1 - r) - W) / (s · kv per token · replication))
+    s_max = floor((N M (1 - r) - W) / (B · kv per token · replication))
+
+and, when the weights alone do not fit, the fewest GPUs that would hold them is
+ceil(W / (M (1 - r))).
+
+The layout (:func:`layout`): by default one replica on all the GPUs, tensor
+parallelism t inside the accelerator's scale-up domain (an NVLink/NVSwitch node,
+a TPU pod; :mod:`roofkit.links`), the largest t that divides both the GPUs and the
+query heads, and pipeline stages for the rest, p = n / t. Given t (and p), the
+GPUs hold n / (t p) replicas, each serving its own requests; a plan is one replica's.
+
+    >>> p = plan("llama-3-70b", "h100", gpus=8, context=8192)
+    >>> p.fits, p.max_batch, (p.tp, p.pp)
+    (True, 176, (8, 1))
+    >>> plan("llama-3-8b", "h100", gpus=8, context=8192, tp=1).replicas      # eight copies of a small model
+    8
+    >>> plan("llama-3-70b", "h100", gpus=1, context=8192).verdict
+    'The weights alone (141.1 GB) do not fit on 1 x H100 SXM5 80GB (76.97 GB each after the 10% reserve): they need 2 GPUs at least.'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from ... import dtypes
+from ...catalogs import hardware, models
+from ...errors import InvalidValue
+from ...units import whole
+from . import kvcache, weights
+
+__all__ = ["RESERVE", "Layout", "layout", "MemoryPlan", "plan", "max_batch", "max_context", "min_gpus",
+           "kv_replication"]
+
+RESERVE = 0.10  # of each GPU's memory: vLLM's default gpu_memory_utilization = 0.9
+
+
+def _reserve(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise InvalidValue(f"reserve must be a fraction of each GPU's memory in [0, 1); got {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How n GPUs serve a model: ``replicas`` copies, each ``tp``-way tensor parallel inside ``link`` (a scale-up
+    link) and ``pp`` pipeline stages; ``gpus`` counts them all."""
+
+    gpus: int
+    tp: int
+    pp: int
+    link: str | None  # the scale-up link's catalog key, None when the catalog has none for the accelerator
+    replicas: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"gpus_per_replica": self.gpus_per_replica}
+
+
+def layout(model, hw, gpus=1, tp=None, pp=None) -> Layout:
+    """The layout of ``gpus`` GPUs: given ``tp`` (and ``pp``, default 1), gpus / (tp pp) replicas; given neither,
+    one replica with tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the
+    heads) and pipeline stages across."""
+    from ...catalogs import links
+
+    m, acc, n = models.get(model), hardware.get(hw), whole(gpus, "gpus")
+    domain = links.scale_up(acc)
+    size = domain.gpus if domain is not None and domain.gpus is not None else None
+    link = domain.key if domain is not None else None
+    if tp is None and pp is None:
+        reach = min(n, size) if size is not None else n
+        t = max(t for t in range(1, reach + 1) if n % t == 0 and m.heads % t == 0)
+        return Layout(gpus=n, tp=t, pp=n // t, link=link)
+    t = 1 if tp is None else whole(tp, "tp")
+    p = 1 if pp is None else whole(pp, "pp")
+    if n % (t * p):
+        raise InvalidValue(f"gpus ({n}) must be a multiple of tp x pp ({t} x {p} = {t * p}): each replica of the "
+                           "model takes tp x pp GPUs.")
+    if m.heads % t:
+        raise InvalidValue(f"tp must divide the {m.heads} query heads of {m.name}; got {t}.")
+    if size is not None and t > size:
+        raise InvalidValue(f"tp = {t} spans more than one scale-up domain ({size} GPUs on {link}): tensor "
+                           "parallelism needs its all-reduces on the fast link; use pp for the rest.")
+    if p > m.layers:
+        raise InvalidValue(f"pp must be at most the {m.layers} layers of {m.name}; got {p}.")
+    return Layout(gpus=n, tp=t, pp=p, link=link, replicas=n // (t * p))
+
+
+def kv_replication(model, tp: int) -> float:
+    """How many copies of each cached element ``tp``-way tensor parallelism keeps (1 while t <= H_kv)."""
+    m = models.get(model)
+    t = whole(tp, "tp")
+    return float(t) if m.mla else t / min(t, m.kv_heads)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What the GPUs of one replica hold for one model at one context, and what fits. Bytes are for all the GPUs
+    of the replica together (``gpus`` = tp x pp of them; ``replicas`` such copies serve side by side)."""
+
+    model: str
+    accelerator: str
+    gpus: int
+    tp: int
+    pp: int
+    weights_dtype: str
+    kv_dtype: str
+    context: int
+    batch: int
+    capacity_bytes: float  # N x M
+    reserve_fraction: float
+    reserve_bytes: float
+    weights_bytes: float
+    kv_bytes_per_token: float  # one token of one sequence, every layer (one copy)
+    kv_bytes_per_sequence: float  # at the context (one copy)
+    kv_replication: float
+    kv_bytes: float  # the batch at the context, with its copies
+    free_bytes: float  # what the sequences' caches may use: capacity - reserve - weights - a shared prefix (< 0: no fit)
+    max_batch: int  # sequences of `context` tokens that fit; 0 when the weights do not fit
+    max_context: int  # tokens per sequence that fit at `batch`; 0 when the weights do not fit
+    min_gpus: int  # the fewest GPUs whose memory, less the reserve, holds the weights
+    notes: list[str] = field(default_factory=list)
+    replicas: int = 1
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.free_bytes >= 0
+
+    @property
+    def fits(self) -> bool:
+        """``batch`` sequences of ``context`` tokens fit beside the weights and the reserve."""
+        return self.weights_fit and self.batch <= self.max_batch
+
+    @property
+    def per_gpu(self) -> dict:
+        """The same figures for one GPU (an even split)."""
+        n = self.gpus
+        return {"capacity_bytes": self.capacity_bytes / n, "reserve_bytes": self.reserve_bytes / n,
+                "weights_bytes": self.weights_bytes / n, "kv_bytes": self.kv_bytes / n,
+                "free_bytes": self.free_bytes / n}
+
+    @property
+    def verdict(self) -> str:
+        acc = hardware.get(self.accelerator)
+        gb = lambda x: f"{x / 1e9:.4g} GB"  # noqa: E731
+        usable = gb(self.capacity_bytes / self.gpus * (1 - self.reserve_fraction))
+        where = f"{self.gpus} x {acc.name.removeprefix(acc.vendor + ' ')}"
+        if self.replicas > 1:
+            where += f" (each of {self.replicas} replicas)"
+        if not self.weights_fit:
+            return (f"The weights alone ({gb(self.weights_bytes)}) do not fit on {where} ({usable} each after the "
+                    f"{self.reserve_fraction:.0%} reserve): they need {self.min_gpus} GPUs at least.")
+        line = (f"Weights {gb(self.weights_bytes)}, reserve {gb(self.reserve_bytes)}, {gb(self.free_bytes)} left "
+                f"for the KV cache on {where}: at most {self.max_batch} sequences of {self.context:,} tokens")
+        if self.fits:
+            return line + f"; a batch of {self.batch} fits ({gb(self.kv_bytes)} of cache)."
+        return line + f"; a batch of {self.batch} does not fit (it needs {gb(self.kv_bytes)} of cache)."
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"weights_fit": self.weights_fit, "fits": self.fits, "per_gpu": self.per_gpu,
+                               "verdict": self.verdict}
+
+
+def min_gpus(model, hw, weights_dtype="bf16", reserve=RESERVE, group=None) -> int:
+    """The fewest GPUs whose memory, less the reserve, holds the weights (the KV cache not counted)."""
+    acc = hardware.get(hw)
+    if not acc.capacity_bytes:
+        raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
+    usable = acc.capacity_bytes * (1 - _reserve(reserve))
+    return max(1, math.ceil(weights.weights_bytes(model, weights_dtype, group) / usable))
+
+
+def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=RESERVE,
+         group=None, tp=None, pp=None, shared=0) -> MemoryPlan:
+    """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens per replica
+    (``tp``, ``pp``: see :func:`layout`). ``shared``: tokens cached once for all the sequences beside their own
+    ``context`` (a common prefix kept by prefix caching)."""
+    m, acc = models.get(model), hardware.get(hw)
+    s, B, r = whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
+    if not acc.capacity_bytes:
+        raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
+    kv_key = dtypes.canonical(kv_dtype)
+    fmt = weights.weight_format(weights_dtype, group)
+    lay = layout(m, acc, gpus, tp, pp)
+    n = lay.gpus_per_replica
+    capacity = n * acc.capacity_bytes
+    reserved = r * capacity
+    W = weights.weights_bytes(m, fmt)
+    per_token = kvcache.bytes_per_token(m, kv_key)
+    repl = kv_replication(m, lay.tp)
+    common = whole(shared, "shared tokens", 0) * per_token * repl
+    free = capacity - reserved - W - common
+    notes = []
+    if repl > 1:
+        notes.append(f"tensor parallelism over {lay.tp} GPUs keeps {repl:g} copies of the cache "
+                     + ("(the latent is shared by every head)" if m.mla else f"({m.kv_heads} K/V heads)"))
+    batch_max = max(0, math.floor(free / (s * per_token * repl))) if free >= 0 else 0
+    context_max = max(0, math.floor(free / (B * per_token * repl))) if free >= 0 else 0
+    if m.context and s > m.context:
+        notes.append(f"a context of {s:,} tokens is beyond the {m.context:,} {m.name} was released for")
+    return MemoryPlan(model=m.key, accelerator=acc.key, gpus=n, tp=lay.tp, pp=lay.pp, weights_dtype=fmt.name,
+                      kv_dtype=kv_key, context=s, batch=B, capacity_bytes=capacity, reserve_fraction=r,
+                      reserve_bytes=reserved, weights_bytes=W, kv_bytes_per_token=per_token,
+                      kv_bytes_per_sequence=per_token * s, kv_replication=repl,
+                      kv_bytes=B * s * per_token * repl + common,
+                      free_bytes=free, max_batch=batch_max, max_context=context_max,
+                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes, replicas=lay.replicas)
+
+
+def max_batch(model, hw, gpus=1, context=4096, **options) -> int:
+    """The most sequences of ``context`` tokens that fit (0 when the weights alone do not)."""
+    return plan(model, hw, gpus, context, **options).max_batch
+
+
+def max_context(model, hw, gpus=1, batch=1, **options) -> int:
+    """The longest context (tokens per sequence) at which ``batch`` sequences fit (0 when the weights do not)."""
+    return plan(model, hw, gpus, batch=batch, **options).max_context

@@ -1,0 +1,172 @@
+"""Published serving runs: what engines measured, what roofkit predicts for them, and the one fitted constant.
+
+Two sets of rows ship with roofkit (``roofkit/data/published/``, each row with its source):
+
+* ``serving.json``, the fitting set: TensorRT-LLM's maximum throughput for Llama 3.1 8B
+  on an H100 (four workloads) and its time to first token at batch 1 for Llama 2 7B
+  on an H100 and an A100. :func:`fit` fits the engine's overhead per step
+  (:mod:`roofkit.inference.engine`) on these rows and nothing else;
+* ``serving_heldout.json``, rows never used to fit anything: other models, GPUs,
+  tensor-parallel layouts, workloads and engines. They check that the model
+  generalizes (``benchmarks/published_serving.py`` prints both sets).
+
+:func:`predict` gives roofkit's figure for a row, the bound (default) or
+calibrated; :func:`compare` a row per run with the published figure beside it
+and ``speed``, how many times faster than published the prediction is (tokens/s
+over tokens/s, or seconds over seconds inverted): the bound's is never below 1.
+
+    >>> rows = compare(runs())
+    >>> min(r["bound_speed"] for r in rows) >= 1
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ...errors import InvalidValue
+from . import engine
+
+__all__ = ["Run", "runs", "heldout", "predict", "speed", "compare", "fit", "KINDS"]
+
+KINDS = ("throughput", "ttft")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One published figure: tokens/s over all ``gpus`` (``throughput``) or seconds to the first token (``ttft``)."""
+
+    case: str
+    kind: str
+    model: str
+    hw: str
+    gpus: int
+    tp: int
+    isl: int
+    osl: int
+    dtype: str
+    kv_dtype: str
+    published: float
+    source: str
+    batch: int | None = None  # requests in flight when the source fixes them (else: as many as fit)
+    engine: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _load(name: str) -> tuple[Run, ...]:
+    text = resources.files("roofkit").joinpath(f"data/published/{name}").read_text(encoding="utf-8")
+    out = []
+    for row in json.loads(text):
+        if row.get("kind") not in KINDS:
+            raise InvalidValue(f"{name}: {row.get('case')!r} has kind {row.get('kind')!r}; expected one of {KINDS}.")
+        out.append(Run(**{k: row[k] for k in Run.__dataclass_fields__ if k in row}))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def runs() -> tuple[Run, ...]:
+    """The fitting set (``serving.json``)."""
+    return _load("serving.json")
+
+
+@lru_cache(maxsize=1)
+def heldout() -> tuple[Run, ...]:
+    """Rows never fitted on (``serving_heldout.json``)."""
+    return _load("serving_heldout.json")
+
+
+def predict(run: Run, calibrated=False, calibration: engine.EngineCalibration | None = None):
+    """roofkit's figure for ``run``: the steady state's tokens/s, or the time to first token at batch 1."""
+    from .workload import steady_state
+
+    options = dict(gpus=run.gpus, tp=run.tp, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
+                   calibration=calibration)
+    if run.kind == "ttft":
+        return steady_state(run.model, run.hw, run.isl, 1, batch=1, **options).ttft_s
+    return steady_state(run.model, run.hw, run.isl, run.osl, batch=_batch(run), **options).tokens_per_s
+
+
+def _batch(run: Run) -> int | None:
+    """The requests in flight: the source's, when it caps them, and never more than fit."""
+    if run.batch is None:
+        return None
+    from .memory import plan
+    from .workload import Workload
+
+    fits = plan(run.model, run.hw, run.gpus, Workload(run.isl, run.osl).footprint, 1, run.dtype, run.kv_dtype,
+                tp=run.tp).max_batch
+    return max(1, min(run.batch, fits))
+
+
+def speed(run: Run, predicted: float) -> float:
+    """How many times faster than published ``predicted`` is: above 1, the model is the faster."""
+    return predicted / run.published if run.kind == "throughput" else run.published / predicted
+
+
+def compare(rows=None, calibration: engine.EngineCalibration | None = None, calibrated=True) -> list[dict]:
+    """One dict per run: the published figure, the bound's and (``calibrated``) the estimate's, and their speeds
+    (the estimate's None where the catalog has no achievable roofs for the accelerator)."""
+    from ...catalogs.hardware import NoAchievableFigure
+
+    out = []
+    for run in runs() if rows is None else rows:
+        bound = predict(run)
+        row = run.to_dict() | {"bound": bound, "bound_speed": speed(run, bound)}
+        if calibrated:
+            try:
+                estimate = predict(run, True, calibration)
+            except NoAchievableFigure:  # no achievable roofs for that accelerator: the bound only
+                row |= {"calibrated": None, "calibrated_speed": None}
+            else:
+                row |= {"calibrated": estimate, "calibrated_speed": speed(run, estimate)}
+        out.append(row)
+    return out
+
+
+def fit(rows=None, floor_s: float | None = None) -> engine.EngineCalibration:
+    """Fit t_step, the engine's overhead per step, on the published runs (default: the fitting set).
+
+    t0 is lesson 11's per-kernel floor (``floor_s``, default: fitted on the measured
+    H200 layers). Each run's figure depends on t_step in closed form: a throughput
+    is a / (T + n t_step), a time k (T + t_step); two predictions per run give its
+    constants, and t_step >= 0 minimizes the squared log-ratios of predicted to
+    published, sum_i log(speed_i)^2 (golden-section search).
+    """
+    from .. import layertime
+
+    t0 = layertime.default_calibration().floor_s if floor_s is None else float(floor_s)
+    chosen = tuple(runs() if rows is None else rows)
+    if not chosen:
+        raise InvalidValue("fit needs at least one published run.")
+    delta = 1e-3
+    at = [(predict(r, True, engine.EngineCalibration(t0, 0.0)), predict(r, True, engine.EngineCalibration(t0, delta)))
+          for r in chosen]
+
+    def figure(run, zero, shifted, t_step):
+        # throughput: a / (T + t): 1/y is linear in t; a time: linear in t
+        if run.kind == "throughput":
+            inv0, inv1 = 1 / zero, 1 / shifted
+            return 1 / (inv0 + (inv1 - inv0) * t_step / delta)
+        return zero + (shifted - zero) * t_step / delta
+
+    def loss(t_step):
+        return sum(math.log(speed(r, figure(r, z, s, t_step))) ** 2 for r, (z, s) in zip(chosen, at))
+
+    low, high = 0.0, 0.02  # seconds: an engine's step overhead is milliseconds at most
+    golden = (math.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = high - golden * (high - low), low + golden * (high - low)
+        if loss(a) <= loss(b):
+            high = b
+        else:
+            low = a
+    t_step = (low + high) / 2
+    return engine.EngineCalibration(floor_s=t0, step_s=t_step, runs=len(chosen),
+                                    source=f"t0 from lesson 11's measured H200 layers; t_step fitted on {len(chosen)} "
+                                           "published runs (roofkit/data/published/serving.json)")

@@ -1,0 +1,177 @@
+"""How NCCL runs a collective: its algorithms, its three protocols, and the tuner that picks among them.
+
+NCCL (NVIDIA's collective library) does not run every collective on a ring.
+For each call it estimates, per algorithm and protocol,
+
+    T = latency + S / bandwidth
+
+and runs the fastest (``ncclTopoGetAlgoTime`` in ``src/graph/tuning.cc``).
+This module keeps NCCL's figures for that choice, transcribed from NVIDIA/nccl,
+commit 5067397 (``src/graph/tuning.cc``, ``src/graph/topo.h``):
+
+* **algorithms**: ``ring`` (reduce-scatter then all-gather around a ring; 2(n-1)
+  steps), ``tree`` (NCCL's double binary tree: a chain inside the node, a tree of
+  depth log2 of the nodes across them), ``nvls`` (NVLink SHARP: the NVSwitch
+  adds the buffers itself, Hopper and later on an NVSwitch system; each GPU
+  sends its buffer once instead of 2(n-1)/n times), ``collnet`` (in-network
+  reduction in the InfiniBand switches, SHARP, across nodes; only with NCCL's
+  CollNet plugin) and PAT (all-gather and reduce-scatter with one GPU per node,
+  not modelled).
+* **protocols**: ``LL`` (8-byte stores with a flag: the lowest latency, half the
+  bandwidth), ``LL128`` (128-byte lines, 120 of them data: 0.92 of the bandwidth
+  in NCCL's model), ``Simple`` (large chunks with fences: the full bandwidth and
+  the highest latency).
+* **latencies** (µs): a base latency per call and a hardware latency per step,
+  per algorithm, protocol and kind of link (NVLink, PCI, network).
+
+roofkit uses them in two ways (:mod:`roofkit.comms`):
+
+* the **bound** (default): every step at the hardware latency of the protocol,
+  no base latency, the bytes at the link's line rate times the protocol's
+  bandwidth share, the best protocol and (``auto``) the best algorithm: no real
+  collective is faster;
+* **calibrated**: NCCL's own latencies (base plus steps), and the bandwidth
+  nccl-tests measures on that link (:func:`effective_bandwidth`).
+
+    >>> protocol_share("LL"), protocol_share("Simple")
+    (0.5, 1.0)
+    >>> hw_latency("nvlink", "ring", "LL") * 1e6, hw_latency("net", "ring", "Simple") * 1e6
+    (0.6, 14.0)
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidValue
+
+__all__ = ["ALGORITHMS", "PROTOCOLS", "SOURCE", "protocol_share", "hw_latency", "base_latency", "link_class",
+           "nvls_capable", "in_network_reduction", "effective_bandwidth", "nvls_bandwidth", "TREE_BANDWIDTH_SHARE",
+           "RING_PLATEAU"]
+
+SOURCE = "NVIDIA NCCL, src/graph/tuning.cc and src/graph/topo.h (NVIDIA/nccl, commit 5067397)"
+
+ALGORITHMS = ("ring", "tree", "nvls", "collnet")
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+# bandwidth share of each protocol: LL sends a 4-byte flag with every 4 bytes of data
+# (tuning.cc: busBw * .5), LL128 120 data bytes per 128-byte line (tuning.cc: busBw * 0.92)
+_SHARE = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
+TREE_BANDWIDTH_SHARE = 0.92  # tuning.cc: an all-reduce on a tree, busBw * .92
+RING_PLATEAU = 1.4  # tuning.cc: a ring all-reduce across nodes, Simple, latency x 1.4 (sm80 and later)
+
+# baseLatencies (µs): per call
+_BASE = {("tree", "LL"): 6.8, ("tree", "LL128"): 14.0, ("tree", "Simple"): 8.4,
+         ("ring", "LL"): 6.6, ("ring", "LL128"): 14.0, ("ring", "Simple"): 8.4,
+         ("nvls", "Simple"): 0.0, ("collnet", "Simple"): 0.0}
+# hwLatencies (µs): per step, by kind of link
+_HW = {
+    "nvlink": {("tree", "LL"): 0.6, ("tree", "LL128"): 1.25, ("tree", "Simple"): 4.0,
+               ("ring", "LL"): 0.6, ("ring", "LL128"): 1.9, ("ring", "Simple"): 3.4,
+               ("nvls", "Simple"): 25.0, ("collnet", "Simple"): 3.7},
+    "pci": {("tree", "LL"): 1.0, ("tree", "LL128"): 1.9, ("tree", "Simple"): 4.0,
+            ("ring", "LL"): 1.0, ("ring", "LL128"): 2.5, ("ring", "Simple"): 5.7,
+            ("nvls", "Simple"): 0.0, ("collnet", "Simple"): 3.7},
+    "net": {("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
+            ("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0,
+            ("nvls", "Simple"): 18.0, ("collnet", "Simple"): 31.0},
+}
+# AMD's Infinity Fabric between GPUs is a direct GPU-to-GPU link: NCCL's NVLink class (RCCL is NCCL's fork for AMD)
+_KINDS = {"nvlink": "nvlink", "nvswitch": "nvlink", "infinity-fabric": "nvlink", "pcie": "pci", "infiniband": "net",
+          "ethernet": "net"}
+
+
+def _check(algorithm: str, protocol: str) -> None:
+    if algorithm not in ALGORITHMS:
+        raise InvalidValue(f"unknown algorithm {algorithm!r}; expected one of: {', '.join(ALGORITHMS)}.")
+    if protocol not in PROTOCOLS:
+        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
+
+
+def protocol_share(protocol: str) -> float:
+    """The share of a link's bandwidth a protocol carries as data: LL 0.5, LL128 0.92, Simple 1."""
+    if protocol not in PROTOCOLS:
+        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
+    return _SHARE[protocol]
+
+
+def link_class(link) -> str | None:
+    """'nvlink', 'pci' or 'net': which of NCCL's latency tables a catalog link uses (None: not NCCL's, e.g. TPU ICI)."""
+    return _KINDS.get(link.kind)
+
+
+def hw_latency(kind: str, algorithm: str, protocol: str) -> float:
+    """Seconds per step of ``algorithm`` with ``protocol`` on a link of NCCL's ``kind`` ('nvlink', 'pci', 'net').
+
+    Raises InvalidValue for a combination NCCL does not run (NVLS and CollNet use Simple only).
+    """
+    _check(algorithm, protocol)
+    if kind not in _HW:
+        raise InvalidValue(f"unknown kind of link {kind!r}; expected one of: {', '.join(_HW)}.")
+    if (algorithm, protocol) not in _HW[kind]:
+        raise InvalidValue(f"NCCL runs {algorithm} with the Simple protocol only; got {protocol!r}.")
+    return _HW[kind][(algorithm, protocol)] * 1e-6
+
+
+def base_latency(algorithm: str, protocol: str) -> float:
+    """Seconds NCCL's model charges once per call (tuning.cc's baseLatencies)."""
+    _check(algorithm, protocol)
+    if (algorithm, protocol) not in _BASE:
+        raise InvalidValue(f"NCCL runs {algorithm} with the Simple protocol only; got {protocol!r}.")
+    return _BASE[(algorithm, protocol)] * 1e-6
+
+
+def protocols(algorithm: str) -> tuple[str, ...]:
+    """The protocols NCCL runs ``algorithm`` with."""
+    return PROTOCOLS if algorithm in ("ring", "tree") else ("Simple",)
+
+
+def nvls_capable(link) -> bool:
+    """True for an NVSwitch domain whose switches reduce (NVLink SHARP): the catalog's ``nvls`` flag."""
+    return bool(getattr(link, "nvls", False))
+
+
+def in_network_reduction(link) -> bool:
+    """True for a network whose switches can reduce (InfiniBand SHARP): the catalog's ``sharp`` flag."""
+    return bool(getattr(link, "sharp", False))
+
+
+def effective_bandwidth(link, gpus=None) -> float:
+    """Bytes/s per direction that NCCL's ring reaches on ``link``: the achievable roof of the link.
+
+    On a fully connected mesh (``link.mesh``) a collective among ``gpus`` GPUs uses
+    only min(gpus - 1, links) of each GPU's links (:func:`roofkit.links.mesh_share`);
+    without ``gpus`` the figure is the whole domain's.
+
+    The catalog's ``nccl_gb_s`` where a measurement or NCCL's own per-link figure
+    is sourced (8 x H100 over NVSwitch: nccl-tests' ring all-reduce bus bandwidth,
+    about 370 GB/s; one NDR port: 48 GB/s). A link without one gets the share of
+    its line rate that the measured links of its kind reach (the median), and
+    an NVSwitch domain the figure of the NVLink it is built on.
+    """
+    from ..catalogs import links
+
+    share = links.mesh_share(link, gpus) if gpus is not None and getattr(link, "mesh", False) else 1.0
+    if getattr(link, "nccl_bandwidth", None):
+        return link.nccl_bandwidth * share
+    if link.over is not None:
+        under = links.get(link.over)
+        if getattr(under, "nccl_bandwidth", None):
+            return under.nccl_bandwidth * link.bandwidth / under.bandwidth
+    shares = sorted(x.nccl_bandwidth / x.bandwidth for x in links.catalog()
+                    if getattr(x, "nccl_bandwidth", None) and link_class(x) == link_class(link))
+    if not shares:
+        return link.bandwidth
+    return link.bandwidth * shares[len(shares) // 2]
+
+
+def nvls_bandwidth(link) -> float | None:
+    """Bytes/s per direction one GPU's buffer crosses NVLink SHARP at, as measured (None: no measurement).
+
+    From the catalog's ``nvls_busbw_gb_s``, nccl-tests' bus bandwidth of an NVLS
+    all-reduce on the whole domain: each GPU sends its buffer once, so the
+    algorithm bandwidth is the per-direction figure, busbw / (2(n-1)/n).
+    """
+    measured = getattr(link, "nvls_busbw", None)
+    if not measured or link.gpus is None:
+        return None
+    n = link.gpus
+    return measured / (2 * (n - 1) / n)

@@ -1,0 +1,145 @@
+"""The calibrated step model's fitted constant, fitted on published training runs, and how well it generalizes.
+
+``--calibrated`` keeps every sourced figure as it is: the achievable matmul
+rates (ml-engineering's MAMF tables, roofkit's H200 measurements), the
+per-kernel floor fitted on real layers (:mod:`roofkit.layertime`), the
+bandwidth nccl-tests measures on each link and NCCL's own latencies
+(:mod:`roofkit.nccl`). Two shares, both physical and between 0 and 1, remain:
+
+* ``matmul_efficiency``: the share of the best measured matmul rate that a
+  training step's kernels reach. The maximum-achievable figure comes from the
+  best shape of a sweep; a training GEMM has its own shape, and the
+  communication kernels beside it take some of the SMs. Fitted on the
+  published runs of ``data/published/training.json``
+  (:mod:`roofkit.parallel.published`).
+* ``overlap_efficiency``: the share of the communication that can hide
+  behind compute that does hide. It is NOT fitted by default, and stays at 1:
+  in the fitting runs the traffic that can hide is under 3% of the step (the
+  2021-22 Megatron-LM and BLOOM runs did not overlap it; Llama 3's gathers
+  are small), so the data cannot tell 0 from 1 (``fit(free=(...,
+  "overlap_efficiency"))`` tries, and ``benchmarks/published_runs.py``
+  prints what it finds and how the held-out runs fare with it).
+
+The fit minimizes the sum of squared log ratios, predicted / published step
+time (:func:`fit`); :func:`leave_one_out` refits without each run and predicts
+it. The values in use live in ``data/published/calibration.json``, written by
+``python benchmarks/published_runs.py --write`` and checked against a refit by
+the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from importlib import resources
+
+from ...errors import InvalidValue
+
+__all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "RANGES", "FREE"]
+
+# the range each constant may take
+RANGES = {"matmul_efficiency": (0.3, 1.0), "overlap_efficiency": (0.0, 1.0)}
+FREE = ("matmul_efficiency",)  # what the default fit frees (see the module's docstring)
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The calibrated model's fitted shares (1.0 and 1.0 in the bound: every cost at its best)."""
+
+    matmul_efficiency: float = 1.0
+    overlap_efficiency: float = 1.0
+    floor_s: float | None = None  # None: the per-kernel floor fitted on real layers (roofkit.layertime)
+    fitted_on: int = 0
+    rms_log_error: float | None = None
+    source: str = "bound: every share at 1"
+
+    @classmethod
+    def bound(cls) -> "Constants":
+        return cls()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_CACHE: list[Constants] = []
+
+
+def constants() -> Constants:
+    """The constants fitted on the shipped published runs (read from data/published/calibration.json)."""
+    if not _CACHE:
+        data = json.loads(resources.files("roofkit").joinpath("data/published/calibration.json")
+                          .read_text(encoding="utf-8"))
+        _CACHE.append(Constants(**{k: data[k] for k in ("matmul_efficiency", "overlap_efficiency", "floor_s",
+                                                        "fitted_on", "rms_log_error", "source")}))
+    return _CACHE[0]
+
+
+def log_error(runs, k: Constants) -> list[float]:
+    """log(predicted / published) step time of each run, calibrated with ``k``."""
+    from .published import predict, published_step_s
+
+    return [math.log(predict(r, calibrated=True, constants=k).step_time_s / published_step_s(r)) for r in runs]
+
+
+def _loss(runs, k: Constants) -> float:
+    return sum(e * e for e in log_error(runs, k))
+
+
+def _minimize(f, lo: float, hi: float, tol: float = 1e-3) -> float:
+    """The x in [lo, hi] that minimizes f (golden-section search; f is unimodal here)."""
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > tol:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
+    """The constants in ``free`` that minimize sum(log(predicted / published)^2) over ``runs``.
+
+    ``runs`` defaults to the fitting set. ``free`` names the constants to fit
+    (default: ``matmul_efficiency`` alone); the others stay at 1. Coordinate
+    descent, a golden-section search per constant, ``rounds`` times.
+    """
+    from .published import load
+
+    runs = load("fitting") if runs is None else list(runs)
+    if not runs:
+        raise InvalidValue("fit needs at least one published run.")
+    unknown = [f for f in free if f not in RANGES]
+    if unknown or not free:
+        raise InvalidValue(f"free must name some of {', '.join(RANGES)}; got {free!r}.")
+    values = {"matmul_efficiency": 1.0, "overlap_efficiency": 1.0}
+    for _ in range(rounds if len(free) > 1 else 1):
+        for name in free:
+            lo, hi = RANGES[name]
+            values[name] = _minimize(lambda x: _loss(runs, Constants(**(values | {name: x}))), lo, hi)
+    values = {k: round(v, 3) for k, v in values.items()}
+    errors = log_error(runs, Constants(**values))
+    rms = math.sqrt(sum(e * e for e in errors) / len(errors))
+    return Constants(**values, fitted_on=len(runs), rms_log_error=rms,
+                     source=f"{', '.join(free)} fitted on {len(runs)} published runs "
+                            "(roofkit/data/published/training.json)")
+
+
+def leave_one_out(runs=None, free=FREE) -> list[dict]:
+    """Refit without each run in turn and predict it: {case, constants, ratio (predicted / published)}."""
+    from .published import load, predict, published_step_s
+
+    runs = load("fitting") if runs is None else list(runs)
+    rows = []
+    for i, run in enumerate(runs):
+        k = fit(runs[:i] + runs[i + 1:], free)
+        rows.append({"case": run.case, "constants": k.to_dict(),
+                     "ratio": predict(run, calibrated=True, constants=k).step_time_s / published_step_s(run)})
+    return rows

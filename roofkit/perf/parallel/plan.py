@@ -1,0 +1,463 @@
+"""The step of a training layout: compute, communication, bubble and optimizer, MFU and memory per GPU.
+
+A step on G GPUs laid out as TP x CP x PP x DP (tensor, context, pipeline,
+data parallel; experts spread over EP of the DP ranks), m micro-batches per
+data-parallel replica, each pipeline stage holding v chunks of layers::
+
+    step = m (t_mb + exposed TP, CP, EP traffic)   the micro-batches through one stage
+         + (p - 1)/v x that per micro-batch        the pipeline bubble
+         + exposed data-parallel traffic            gradients reduced, weights gathered (ZeRO)
+         + exposed pipeline sends                   filling and draining the pipeline
+         + the optimizer step                       Adam over this GPU's shard, at HBM speed
+
+t_mb is one micro-batch through this GPU's share of the layers and of the
+head (the output layer and the cross-entropy; the embedding lookup is a gather,
+left out), forward, backward and recomputation, kernel by kernel
+(:mod:`roofkit.steptime`), the stages balanced (as Llama 3 balanced them by
+moving a layer off the first and the last stage). Communication per micro-batch and layer:
+
+* TP (Megatron-LM, Shoeybi et al. 2019): two all-reduces of the activations
+  [b s, d] in the forward pass and two in the backward (two more when the
+  forward is recomputed in full); with sequence parallelism, an all-gather and
+  a reduce-scatter in place of each, the same bytes (Korthikanti et al. 2022).
+* CP (Llama 3, arXiv:2407.21783, section 3.3.2): an all-gather of K and V in
+  the forward pass (again when recomputed), a reduce-scatter of their gradients;
+  ring attention (Liu et al. 2023, arXiv:2310.01889) passes the same K and V
+  blocks around a ring instead, the same bytes, and can hide them behind the
+  attention of the block at hand (the bound does, the estimate does not).
+* EP: four all-to-alls per MoE layer (:mod:`roofkit.parallel.experts`).
+* PP: one send of the activations per stage boundary each way; only filling and
+  draining the pipeline, 2(p - 1) sends, wait for them.
+* DP: the ZeRO stage's collectives (:mod:`roofkit.parallel.sharding`), over the
+  DP x CP ranks that hold the same weights.
+
+Two modes:
+
+* the **bound** (default): every cost at its best. Kernels at the datasheet
+  roofs, no floor; collectives at the links' line rates with NCCL's best
+  algorithm and protocol (:mod:`roofkit.comms`); all communication hidden
+  behind compute as far as each link's traffic fits in the step. No real run
+  is faster: a published run that beats it is a bug.
+* **calibrated**: an estimate. Achievable roofs and the per-kernel floor; NCCL's
+  latencies and the bandwidth nccl-tests measures; TP, CP and EP traffic on the
+  critical path (TP hidden by a share ``overlap_efficiency`` where the run
+  overlaps it); data-parallel traffic hidden behind the last micro-batch's
+  backward and the first one's forward (ZeRO-3 full-shard: behind each
+  micro-batch) by that share; the matmuls at a share of the achievable rate.
+  The two shares are fitted on published runs
+  (:mod:`roofkit.parallel.calibration`).
+
+Memory per GPU is a bound as well: the states of the ZeRO stage and policy, and
+the activations the backward pass must read (:mod:`roofkit.parallel.memory`),
+on the pipeline stage that holds most at once in its schedule
+(:func:`~roofkit.parallel.pipeline.layers_in_flight`, the layers split as Llama 3
+split them); ``fits`` holds it against what the card reports, so a layout that
+"does not fit" fits no implementation. ``memory_estimate`` is an estimate beside
+it: the activations as Megatron-LM's eager layers keep them (every op's inputs).
+
+MFU counts the model's FLOPs (:func:`roofkit.training.flops_per_token`, 6N with
+the active parameters of a mixture of experts, plus attention's) against the
+datasheet peak; HFU every FLOP the kernels execute, recomputation included.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from ...errors import InvalidValue
+from ...units import positive, whole
+from .fabric import Fabric, links_of, span
+from .memory import layer_params, memory_per_gpu
+from .pipeline import layers_in_flight, schedule
+from .sharding import ZERO_STAGES, policy_of, zero_collectives
+
+__all__ = ["Plan", "plan"]
+
+
+@dataclass
+class Plan:
+    """One layout of one model on one accelerator: step time, its parts, MFU, memory per GPU."""
+
+    model: str
+    accelerator: str
+    precision: str
+    gpus: int
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    zero: int
+    microbatches: int
+    virtual_stages: int
+    microbatch_tokens: float
+    global_batch_tokens: float
+    seq: int
+    recompute: str
+    overlap: bool
+    efficiency: float
+    achievable: bool
+    intra: str
+    inter: str | None
+    node_gpus: int
+    model_flops: float
+    compute_s: float
+    bubble_s: float
+    communication: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    memory_capacity_bytes: float | None = None
+    critical_batch_tokens_per_gpu: float | None = None
+    warnings: list = field(default_factory=list)
+    ep: int = 1
+    policy: str | None = None
+    sequence_parallel: bool = False
+    attention: str = "flash"
+    tp_overlap: bool = False
+    p2p_overlap: bool = True
+    calibrated: bool = False
+    optimizer_s: float = 0.0
+    hardware_flops: float = 0.0
+    schedule: str = "1f1b"
+    constants: dict = field(default_factory=dict)
+    roofs: dict = field(default_factory=dict)
+    memory_estimate: dict = field(default_factory=dict)  # activations as an eager implementation keeps them
+    memory_stage: int = 0  # the pipeline rank that holds most
+
+    @property
+    def communication_s(self) -> float:
+        """Exposed communication: what does not hide behind compute."""
+        return sum(c["exposed_s"] for c in self.communication.values())
+
+    @property
+    def step_time_s(self) -> float:
+        return self.compute_s + self.communication_s + self.bubble_s + self.optimizer_s
+
+    def _utilization(self, flops) -> float:
+        from ...catalogs import hardware
+        from .. import training
+
+        return training.mfu(flops, self.step_time_s, hardware.get(self.accelerator).peak(self.precision), self.gpus)
+
+    @property
+    def mfu(self) -> float:
+        return self._utilization(self.model_flops)
+
+    @property
+    def hfu(self) -> float:
+        """Every FLOP the kernels execute (recomputation included) over step time x GPUs x datasheet peak."""
+        return self._utilization(self.hardware_flops)
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory["total"]
+
+    @property
+    def memory_estimate_bytes(self) -> float:
+        """An estimate beside the bound: the same states, activations as Megatron-LM's eager layers keep them."""
+        return self.memory_estimate.get("total", self.memory_per_gpu_bytes)
+
+    @property
+    def fits(self) -> bool | None:
+        """The bound against what the card reports: False means no implementation of this layout fits."""
+        return None if self.memory_capacity_bytes is None else self.memory_per_gpu_bytes <= self.memory_capacity_bytes
+
+    @property
+    def tokens_per_gpu(self) -> float:
+        return self.global_batch_tokens / self.gpus
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.global_batch_tokens / self.step_time_s
+
+    @property
+    def mode(self) -> str:
+        return "calibrated" if self.calibrated else "bound"
+
+    @property
+    def layout(self) -> str:
+        """'TP 8 · PP 4 · DP 32 · ZeRO-1' (CP, EP, ZeRO and interleaving only when used; recomputation when on)."""
+        parts = [f"TP {self.tp}"] + ([f"CP {self.cp}"] if self.cp > 1 else []) + [f"PP {self.pp}", f"DP {self.dp}"]
+        parts += [f"EP {self.ep}"] if self.ep > 1 else []
+        parts += [f"ZeRO-{self.zero}"] if self.zero else []
+        text = " · ".join(parts) + (f" (v {self.virtual_stages})" if self.virtual_stages > 1 else "")
+        return text + ({"full": " + recompute", "selective": " + sel. recompute"}.get(self.recompute, ""))
+
+    @property
+    def breakdown(self) -> dict:
+        """Seconds of the step, part by part: compute, each kind of exposed traffic, bubble, optimizer."""
+        parts = {"compute": self.compute_s}
+        parts |= {f"{kind} ({c['collective']})": c["exposed_s"] for kind, c in self.communication.items()}
+        return parts | {"bubble": self.bubble_s, "optimizer": self.optimizer_s}
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"mode": self.mode, "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+                               "mfu": self.mfu, "hfu": self.hfu, "fits": self.fits,
+                               "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+                               "memory_estimate_bytes": self.memory_estimate_bytes,
+                               "communication_s": self.communication_s, "tokens_per_gpu": self.tokens_per_gpu,
+                               "layout": self.layout, "breakdown": self.breakdown}
+
+
+def _check_layout(M, G, t, c, p, d, e, zero):
+    if t * c * p * d != G:
+        raise InvalidValue(f"tp x cp x pp x dp = {t} x {c} x {p} x {d} = {t * c * p * d}, not gpus = {G}; "
+                           f"with tp={t}, cp={c}, pp={p} choose dp = gpus / {t * c * p}"
+                           + (f" = {G // (t * c * p)}." if G % (t * c * p) == 0 else " (it must divide)."))
+    if zero not in ZERO_STAGES:
+        raise InvalidValue(f"zero must be one of {', '.join(map(str, ZERO_STAGES))}; got {zero!r}.")
+    if p > M.layers:
+        raise InvalidValue(f"pp = {p} stages for {M.layers} layers: at most one stage per layer (pp <= {M.layers}).")
+    if e > 1:
+        if not M.moe:
+            raise InvalidValue(f"ep = {e}, but {M.name} has no experts: expert parallelism needs a mixture of experts.")
+        if M.experts % e:
+            raise InvalidValue(f"ep = {e} does not divide {M.name}'s {M.experts} experts.")
+        if (d * c) % e:
+            raise InvalidValue(f"ep = {e} must divide the dp x cp = {d * c} ranks it is carved from.")
+
+
+def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, zero=0, microbatches=None,
+         virtual_stages=1, dtype="bf16", recompute="none", overlap=True, efficiency=1.0, achievable=False,
+         intra=None, inter=None, node_gpus=None, ep=1, sequence_parallel=False, policy=None, attention="flash",
+         tp_overlap=False, p2p_overlap=True, calibrated=False, constants=None) -> Plan:
+    """Step time, MFU and memory per GPU of ``model`` trained on ``gpus`` x ``hw`` in a TP x CP x PP x DP layout.
+
+    ``model``: a catalog name, a Model, a TOML or config.json file (:func:`roofkit.models.get`).
+    ``dp`` defaults to gpus / (tp cp pp). Each DP replica gets
+    global_batch_tokens / dp tokens in ``microbatches`` micro-batches (default:
+    one sequence each), each stage holding ``virtual_stages`` interleaved chunks.
+    ``recompute``: 'none', 'selective', 'full' (True is 'full'). ``zero`` 0 to 3,
+    ``policy`` stage 3's gathering ('full-shard', 'shard-grad-op', 'per-step').
+    ``ep``: experts spread over that many of the DP x CP ranks. ``overlap=False``:
+    nothing hides behind compute. ``tp_overlap``: the run overlaps TP traffic
+    with its GEMMs (Megatron-Core's ``--tp-comm-overlap``). ``p2p_overlap=False``:
+    the pipeline's sends wait between micro-batches (Megatron-LM before
+    Megatron-Core, DeepSpeed's pipeline engine). ``attention``:
+    'flash' or 'unfused' (before FlashAttention). ``calibrated``: the estimate
+    (module docstring) with ``constants`` (default: fitted on published runs).
+    ``achievable`` (bound only): the matmuls at the best measured rate;
+    ``efficiency`` scales the matmul rate either way. ``intra`` / ``inter``
+    choose the links (default: the NVLink domain and the first network).
+    """
+    from ... import dtypes
+    from ...catalogs import hardware, models
+    from .. import steptime, training
+    from . import calibration
+
+    M = models.get(model)
+    acc = hardware.get(hw)
+    precision = dtypes.canonical(dtype)
+    G = whole(gpus, "gpus")
+    t, c, p, e = whole(tp, "tp"), whole(cp, "cp"), whole(pp, "pp"), whole(ep, "ep")
+    if dp is None:
+        if G % (t * c * p):
+            raise InvalidValue(f"gpus = {G} is not a multiple of tp x cp x pp = {t * c * p}; "
+                               f"choose tp, cp and pp whose product divides {G}.")
+        dp = G // (t * c * p)
+    d = whole(dp, "dp")
+    _check_layout(M, G, t, c, p, d, e, zero)
+    policy = policy_of(zero, policy)
+    mode = steptime.recompute_mode(recompute)
+    if not isinstance(calibrated, bool):
+        raise InvalidValue(f"calibrated must be True or False; got {calibrated!r}.")
+    if calibrated and achievable:
+        raise InvalidValue("achievable=True runs the bound at the measured matmul rate; calibrated=True already "
+                           "uses achievable roofs: choose one.")
+    B, S = float(positive(global_batch_tokens, "global_batch_tokens")), whole(seq, "seq")
+    sequences = B / (S * d)
+    if sequences < 1 - 1e-9:
+        raise InvalidValue(f"a global batch of {B:g} tokens gives each of the dp = {d} replicas {sequences:.3g} "
+                           f"sequences of {S} tokens; it needs at least {S * d} tokens.")
+    m = whole(microbatches, "microbatches") if microbatches is not None else max(1, math.floor(sequences + 1e-9))
+    if m > sequences * (1 + 1e-9):
+        raise InvalidValue(f"microbatches = {m} but each replica has only {sequences:.4g} sequences of {S} tokens: "
+                           f"choose at most {math.floor(sequences + 1e-9)}.")
+    U = positive(efficiency, "efficiency")
+    if U > 1:
+        raise InvalidValue(f"efficiency is a share of the peak, in (0, 1]; got {efficiency!r}.")
+    v = whole(virtual_stages, "virtual_stages")
+    if p * v > M.layers + 2:
+        raise InvalidValue(f"pp x virtual_stages = {p * v} chunks for {M.layers} layers, the embedding and the output "
+                           f"layer: at most one of them a chunk (pp x virtual_stages <= {M.layers + 2}).")
+    if v > 1 and p == 1:
+        raise InvalidValue("virtual_stages > 1 interleaves the chunks of a pipeline: it needs pp > 1.")
+    k = calibration.constants() if calibrated and constants is None else (constants or calibration.Constants.bound())
+    intra_link, inter_link, node = links_of(acc, intra, inter, node_gpus)
+    fabric = Fabric(intra_link, inter_link, node, calibrated)
+
+    # --- compute: one micro-batch through this GPU's share of the layers and of the head -------------------
+    b_mb = sequences / m  # sequences per micro-batch (all CP ranks together)
+    mb_tokens = B / (d * m)
+    if calibrated:
+        r = steptime.roofs(acc, precision, True, k.matmul_efficiency * U, k.floor_s)
+    else:
+        r = steptime.roofs(acc, precision, False)
+        peak = acc.peak(precision, achievable=True) if achievable else r.peak_flops
+        r = steptime.Roofs(peak * U, r.bandwidth, 0.0, False, r.source + (" (achievable matmul rate)" if achievable
+                                                                          else ""))
+    t_mb = steptime.microbatch(M, acc, b_mb, S, t, c, e, sequence_parallel, attention, mode, calibrated, precision,
+                               roofs_=r)
+    moe_layers = (M.layers - M.dense_layers) if M.moe else 0
+    dense_layers = M.layers - moe_layers
+    stage_mb = (dense_layers * t_mb.layer_s + moe_layers * t_mb.moe_layer_s + t_mb.head_s) / p
+    compute = m * stage_mb
+
+    act = dtypes.bytes_per_element("bf16")  # activations and gradients travel in 16 bits
+    layers_here = M.layers / p
+    comm = {}
+
+    def record(kind, collective, size, calls, group, stride, exposed=None, pieces=1):
+        one = fabric.time(collective, size / pieces, group, stride) * pieces  # pieces: one collective per layer
+        total = one * calls
+        comm[kind] = {"collective": collective, "bytes_per_call": size, "calls": calls, "group": group,
+                      "level": fabric.level(group, stride), "time_s": total,
+                      "exposed_s": total if exposed is None else exposed(total)}
+
+    # --- per micro-batch: TP, CP, EP, on the critical path unless the bound hides them -------------------------
+    critical = 0.0  # exposed seconds per micro-batch (calibrated)
+    if t > 1:
+        calls = (6 if mode == "full" else 4) * layers_here * m
+        kind = ("all-gather", "reduce-scatter") if sequence_parallel else ("all-reduce",)
+        size = mb_tokens / c * M.d_model * act
+        if sequence_parallel:  # an all-gather and a reduce-scatter in place of each all-reduce
+            record("tp", "all-gather", size, calls, t, 1)
+            rs = fabric.time("reduce-scatter", size, t, 1) * calls
+            comm["tp"] |= {"collective": "all-gather + reduce-scatter", "time_s": comm["tp"]["time_s"] + rs}
+        else:
+            record("tp", kind[0], size, calls, t, 1)
+        hidden = k.overlap_efficiency if (tp_overlap and overlap) else 0.0
+        comm["tp"]["exposed_s"] = comm["tp"]["time_s"] * (1 - hidden)
+    if c > 1:  # K and V of the whole sequence gathered (again when recomputed), their gradients scattered
+        kv = mb_tokens * 2 * max(1, M.kv_heads // t) * M.head_dim * act
+        calls = (3 if mode == "full" else 2) * layers_here * m
+        record("cp", "all-gather", kv, calls, c, t)
+    if e > 1 and moe_layers:
+        from .experts import A2A_PER_LAYER, all_to_all_bytes
+
+        size = all_to_all_bytes(mb_tokens / c, M.d_model, M.experts_per_token, act)
+        calls = (A2A_PER_LAYER + (2 if mode == "full" else 0)) * moe_layers / p * m
+        record("ep", "all-to-all", size, calls, e, t * c)
+    for kind in ("tp", "cp", "ep"):
+        if kind in comm:
+            critical += comm[kind]["exposed_s"] / m
+    if p > 1:  # activations to the next stage, gradients back; only the fill and the drain wait for them
+        # each TP rank sends 1/t of the activations (Megatron-LM's scatter/gather, or sequence parallelism)
+        hop_bytes = mb_tokens / c * M.d_model * act / t
+        hop = fabric.time("p2p", hop_bytes, 2, t * c * d)
+        waits = 2 * (p - 1) if (p2p_overlap and overlap) else 2 * v * m  # blocking sends: every one waits
+        comm["pp"] = {"collective": "p2p", "bytes_per_call": hop_bytes, "calls": 2 * v * m, "group": 2,
+                      "level": fabric.level(2, t * c * d), "time_s": 2 * v * m * hop, "exposed_s": waits * hop}
+    bubble = (p - 1) / v * (stage_mb + critical) if p > 1 else 0.0
+
+    # --- data parallelism: gradients reduced, weights gathered, over the ranks that hold the same weights ----
+    shards = d * c
+    dense_params, expert_params = layer_params(M, t, e)
+    params_here = (dense_params + expert_params) / p
+    grads = params_here * act
+    if shards > 1:
+        backward_mb = (dense_layers * t_mb.backward_s + moe_layers * t_mb.moe_backward_s + t_mb.head_backward_s) / p
+        forward_mb = (dense_layers * t_mb.forward_s + moe_layers * t_mb.moe_forward_s + t_mb.head_forward_s) / p
+        eta = k.overlap_efficiency if overlap else 0.0
+        per_step = zero < 3 or policy == "per-step"
+        for kind, (collective, calls) in zero_collectives(zero, m, policy, mode).items():
+            # once a step: gradients hide behind the last micro-batch's backward, weights behind the first forward
+            window = backward_mb if kind == "dp" else forward_mb
+            record(kind, collective, grads, calls, shards, t,
+                   exposed=lambda total, w=window: max(0.0, total - eta * w),
+                   pieces=1 if per_step else max(1, round(layers_here)))  # FSDP gathers layer by layer
+        if not per_step:  # every micro-batch's gathers and reduce-scatter share that micro-batch's compute
+            traffic = comm["dp"]["time_s"] + comm["zero"]["time_s"]
+            exposed = max(0.0, traffic - eta * m * stage_mb)
+            for kind in ("dp", "zero"):
+                comm[kind]["exposed_s"] = exposed * comm[kind]["time_s"] / traffic if traffic else 0.0
+
+    # --- the bound: every link's traffic hidden as far as it fits in the step ----------------------------------
+    if not calibrated:
+        busy = {}
+        for kind, x in comm.items():
+            busy[x["level"]] = busy.get(x["level"], 0.0) + x["time_s"]
+        window = compute + bubble if overlap else 0.0
+        excess = max(busy.values(), default=0.0) - window
+        if not overlap:
+            for x in comm.values():
+                x["exposed_s"] = x["time_s"] if x["collective"] != "p2p" else x["exposed_s"]
+        else:
+            worst = max(busy, key=busy.get) if busy else None
+            for x in comm.values():
+                share = x["time_s"] / busy[worst] if worst and x["level"] == worst and busy[worst] else 0.0
+                x["exposed_s"] = max(0.0, excess) * share
+        bubble = (p - 1) / v * stage_mb if p > 1 else 0.0
+
+    optimizer_params = params_here / (shards if zero >= 1 else 1)
+    optimizer = optimizer_params * steptime.ADAM_BYTES_PER_PARAM / r.bandwidth
+
+    # --- FLOPs: the model's (MFU) and the kernels' (HFU) -------------------------------------------------------
+    per_token = training.flops_per_token(M.active_params if M.moe else M.params, M.layers, M.heads,
+                                         M.qk_nope_head_dim + M.qk_rope_head_dim if M.mla else M.head_dim, S)
+    model_flops = per_token * B
+    hardware_flops = _kernel_flops(M, b_mb, S, t, c, e, sequence_parallel, attention, mode, precision,
+                                   dense_layers, moe_layers) * m * G / p
+    held = dict(tp=t, pp=p, shards=shards, zero=zero, microbatches=m, recompute=mode,
+                sequence_parallel=sequence_parallel, virtual_stages=v, seq=S, attention=attention, ep=e, policy=policy)
+    memory = memory_per_gpu(M, mb_tokens / c, **held)
+    memory_estimate = memory_per_gpu(M, mb_tokens / c, **held, tensors="megatron")
+    stage, _ = layers_in_flight(M.layers, p, m, v)
+    result = Plan(model=M.key, accelerator=acc.key, precision=precision, gpus=G, tp=t, cp=c, pp=p, dp=d, zero=zero,
+                  microbatches=m, virtual_stages=v, microbatch_tokens=mb_tokens, global_batch_tokens=B, seq=S,
+                  recompute=mode, overlap=bool(overlap), efficiency=float(U), achievable=bool(achievable),
+                  intra=intra_link.key, inter=inter_link.key if inter_link else None, node_gpus=node,
+                  model_flops=model_flops, compute_s=compute, bubble_s=bubble, communication=comm, memory=memory,
+                  memory_estimate=memory_estimate, memory_stage=stage,
+                  memory_capacity_bytes=acc.capacity_bytes, ep=e, policy=policy,
+                  sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
+                  p2p_overlap=bool(p2p_overlap),
+                  calibrated=calibrated, optimizer_s=optimizer, hardware_flops=hardware_flops,
+                  schedule=schedule(v) if p > 1 else "none", constants=k.to_dict(), roofs=r.to_dict())
+    _warn(result, acc, t, node, compute, t_mb, dense_layers, moe_layers, p)
+    return result
+
+
+def _kernel_flops(M, b_mb, S, t, c, e, sp, attention, mode, precision, dense_layers, moe_layers) -> float:
+    """FLOPs one GPU's kernels execute for one micro-batch through ALL layers and the head (recomputation in)."""
+    from .. import steptime
+
+    def one(moe):
+        fwd = steptime.layer_kernels(M, b_mb, S, t, c, e, sp, attention, moe=moe, dtype=precision)
+        ks = fwd + steptime.backward_kernels(fwd) + steptime.recompute_kernels(fwd, mode)
+        return sum(k.flops for k in ks)
+
+    head = steptime.head_kernels(M, b_mb, S, t, c, precision)
+    flops = dense_layers * one(False) + (moe_layers * one(True) if moe_layers else 0.0)
+    return flops + sum(k.flops for k in head + steptime.backward_kernels(head))
+
+
+def _warn(result: Plan, acc, t, node, compute, t_mb, dense_layers, moe_layers, p) -> None:
+    from .. import training
+
+    if t > node:
+        result.warnings.append(f"tp = {t} spans {math.ceil(t / node)} nodes: its all-reduces cross the network.")
+    if result.fits is False:
+        result.warnings.append(f"does not fit: at least {result.memory_per_gpu_bytes / 1e9:.1f} GB per GPU, "
+                               f"{acc.capacity_bytes / 1e9:.1f} GB available (as the card reports it).")
+    elif result.fits and result.memory_estimate_bytes > acc.capacity_bytes:
+        result.warnings.append(f"fits only if the implementation keeps less than every op's inputs: "
+                               f"{result.memory_estimate_bytes / 1e9:.1f} GB per GPU as Megatron-LM's eager layers "
+                               f"keep them, {result.memory_per_gpu_bytes / 1e9:.1f} GB at the least, "
+                               f"{acc.capacity_bytes / 1e9:.1f} GB available.")
+    if "dp" in result.communication:  # tokens per GPU at which the data-parallel traffic equals the backward pass
+        traffic = result.communication["dp"]["time_s"] + result.communication.get("zero", {}).get("time_s", 0.0)
+        backward = result.microbatches * (dense_layers * t_mb.backward_s + moe_layers * t_mb.moe_backward_s
+                                          + t_mb.head_backward_s) / p
+        if backward > 0:
+            result.critical_batch_tokens_per_gpu = result.tokens_per_gpu * traffic / backward
+    cb = result.critical_batch_tokens_per_gpu
+    if cb is not None and result.tokens_per_gpu < cb:
+        result.warnings.append(f"{result.tokens_per_gpu:.0f} tokens per GPU is below the critical batch of "
+                               f"{cb:.0f}: data-parallel communication outlasts the backward pass.")
+    if result.mfu > training.MFU_SUSPICIOUS:
+        what = ("a bound: datasheet roofs, line-rate links, perfect overlap" if not result.calibrated
+                else "an estimate")
+        low, high = training.MFU_TYPICAL
+        result.warnings.append(f"MFU {result.mfu:.0%} is above {training.MFU_SUSPICIOUS:.0%}, which deserves a second "
+                               f"look (lesson 07): this is {what}; large published runs reach "
+                               f"{low:.0%} to {high:.0%}.")

@@ -1,0 +1,7 @@
+"""The course's figures, one module per topic, all in one style (:mod:`roofkit.plots.style`).
+
+Every number on a figure comes from the models below (:mod:`roofkit.perf`, the
+catalogs, the formulas); a module here draws and tabulates, and imports
+matplotlib only inside the functions that draw, so that importing it stays
+cheap (docs/architecture.md).
+"""

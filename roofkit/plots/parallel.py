@@ -1,0 +1,438 @@
+"""Figures and tables of many-GPU training: what a collective costs, where a step's time goes, what a GPU holds.
+
+    collective_plot("all-reduce", [("hgx-h100", 8), ("hgx-h100", "ib-ndr", 8, 16)])
+    step_plot(plans)         one bar per plan: compute | exposed communication | bubble | optimizer, with its MFU
+    memory_plot(plans)       one bar per plan: weights | gradients | optimizer states | activations, and the HBM
+    plan_table(plans)        the same numbers as text, one row per plan
+    link_table(keys)         links as their sources quote them, and per direction
+    published_plot(rows)     predicted against published step time for published runs, bound and calibrated
+    published_table(rows)    the same as text
+    PlanBars(mem_ax, step_ax, capacity, name)   memory_plot and step_plot of one plan, moved in place (the explorer)
+
+Every number comes from :mod:`roofkit.comms` and :mod:`roofkit.parallel`; this
+module only draws. Figures are matplotlib ``Figure`` objects that pyplot does
+not track (end a notebook cell with one; nothing is left open), or are drawn
+on ``ax=`` when given.
+
+    >>> from roofkit import parallel, plots_parallel
+    >>> plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True,
+    ...                      calibrated=True)
+    >>> print(plots_parallel.plan_table([plan]))
+    layout                         GPUs  tok/GPU  GB/GPU  fits  step (s)  compute  comm.  bubble    MFU
+    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    24.0   yes      5.25      67%    17%     16%  38.5%
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InvalidValue
+
+__all__ = ["Curve", "collective_plot", "step_plot", "memory_plot", "plan_table", "link_table", "published_plot",
+           "published_table", "STEP_PARTS", "MEMORY_PARTS", "PlanBars"]
+
+# (attribute or memory key, label, colour, hatch)
+STEP_PARTS = (("compute_s", "compute", "#4c72b0", ""), ("communication_s", "exposed communication", "#dd8452", ""),
+              ("bubble_s", "pipeline bubble", "#c7c7c7", "//"), ("optimizer_s", "optimizer", "#55a868", ""))
+MEMORY_PARTS = (("weights", "weights", "#4c72b0"), ("grads", "gradients", "#55a868"),
+                ("optimizer", "optimizer states", "#8172b3"), ("activations", "activations", "#dd8452"),
+                ("gathered", "gathered weights (ZeRO-3)", "#937860"))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of :func:`collective_plot`: ``gpus`` on ``link``, or ``gpus`` x ``nodes`` with ``inter`` between."""
+
+    link: str
+    gpus: int
+    inter: str | None = None
+    nodes: int = 1
+    label: str | None = None
+    algorithm: str = "ring"  # 'auto' lets NCCL's best algorithm and protocol change with the size
+    calibrated: bool = False
+
+    def result(self, collective: str, size: float):
+        """The :class:`roofkit.comms.Collective` (or ``Hierarchical``) of ``collective`` on ``size`` bytes."""
+        from ..perf import comms
+
+        if self.inter is None or self.nodes == 1:
+            algorithm = self.algorithm if comms.canonical(collective) == "all-reduce" else (
+                "auto" if self.algorithm == "auto" else "ring")
+            return comms.collective(collective, size, self.gpus, self.link, algorithm, calibrated=self.calibrated)
+        algorithm = self.algorithm if self.algorithm in ("auto", "ring", "tree") else "auto"
+        return comms.hierarchical(collective, size, self.gpus, self.nodes, self.link, self.inter,
+                                  algorithm=algorithm, calibrated=self.calibrated)
+
+    def times(self, collective: str, sizes):
+        """Seconds at each size (the best protocol, and with 'auto' the best algorithm, at each)."""
+        import numpy as np
+
+        return np.array([self.result(collective, float(s)).time_s for s in np.asarray(sizes, dtype=float)])
+
+    def latency_bound_below(self, collective: str, sizes) -> float:
+        """The size below which the latency terms outweigh the transfer (the largest size where they do)."""
+        import numpy as np
+
+        sizes = np.asarray(sizes, dtype=float)
+        bound = [s for s in sizes if self.result(collective, float(s)).latency_bound]
+        return float(max(bound)) if bound else float(sizes.min()) / 2
+
+    def title(self) -> str:
+        from ..catalogs import links
+
+        if self.label:
+            return self.label
+        if self.inter is None or self.nodes == 1:
+            how = "NCCL's fastest algorithm" if self.algorithm == "auto" else f"one {self.algorithm}"
+            return f"{self.gpus} GPUs, {how} over {_short(links.get(self.link).name)}"
+        return (f"{self.gpus * self.nodes} GPUs: {self.nodes} nodes of {self.gpus}, "
+                f"{_short(links.get(self.inter).name)} between them")
+
+
+def _short(name: str) -> str:
+    """'InfiniBand NDR (400 Gb/s port)' -> 'InfiniBand NDR'."""
+    return name.split(" (")[0]
+
+
+def _curve(item) -> Curve:
+    if isinstance(item, Curve):
+        return item
+    if isinstance(item, dict):
+        return Curve(**item)
+    if isinstance(item, tuple) and len(item) in (2, 4):
+        return Curve(*item) if len(item) == 2 else Curve(item[0], item[2], item[1], item[3])
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[2], str):  # (link, gpus, algorithm)
+        return Curve(item[0], item[1], algorithm=item[2])
+    raise InvalidValue(f"a curve is (link, gpus), (intra, inter, gpus_per_node, nodes), a dict or a Curve; "
+                       f"got {item!r}.")
+
+
+def _bytes(x: float) -> str:
+    """2160000 -> '2.16 MB'."""
+    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} B"
+
+
+def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1e3, 1e10), ax=None, title=None):
+    """Time of ``collective`` against message size S, one line per curve, its latency-bound part marked.
+
+    Each curve is ``(link, gpus)`` (one NVLink domain, or one network) or
+    ``(intra, inter, gpus_per_node, nodes)`` (hierarchical, :func:`roofkit.comms.hierarchical`).
+    Left of its dot, S < S*, the α terms are the larger part of the time: the
+    latency-bound region, drawn as a broad band under the line. Log-log axes, S in bytes.
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, NullLocator
+
+    from ..perf import comms
+
+    name = comms.canonical(collective)
+    chosen = [_curve(c) for c in curves]
+    if not chosen:
+        raise InvalidValue("collective_plot needs at least one curve.")
+    lo, hi = sizes
+    if not 0 < lo < hi:
+        raise InvalidValue(f"sizes must be (smallest, largest) bytes with 0 < smallest < largest; got {sizes!r}.")
+    if ax is None:
+        ax = Figure(figsize=(8.5, 5), layout="constrained").add_subplot()
+    S = np.geomspace(lo, hi, 49)
+    for i, curve in enumerate(chosen):
+        colour = f"C{i}"
+        times = curve.times(name, S)
+        star = curve.latency_bound_below(name, S)
+        ax.plot(S, times, color=colour, lw=1.6, gid="collective-time", label=curve.title())
+        bound = S <= star  # the latency-bound part, under a highlighter band
+        if bound.any():
+            ax.plot(S[bound], times[bound], color=colour, lw=7, alpha=0.18, solid_capstyle="butt",
+                    gid="latency-bound region")
+        if lo < star < hi:
+            t_star = float(curve.times(name, [star])[0])
+            ax.plot([star], [t_star], "o", color=colour, ms=6, gid="latency-bound size")
+            ax.annotate(f"S* = {_bytes(star)}", (star, t_star), xytext=(-6, 7), textcoords="offset points",
+                        ha="right", fontsize=8, color=colour)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("message size S")
+    ax.set_ylabel("time")
+    ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
+    ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
+    for axis in (ax.xaxis, ax.yaxis):  # decades only: minor ticks of a log axis cost a second to lay out
+        axis.set_minor_locator(NullLocator())
+    ax.grid(True, which="major", color="0.9", lw=0.6)
+    ax.set_title(title or f"{name}: T = steps·α + f·S/β, the best protocol at each size")
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.9,
+              title="broad band: latency-bound, S < S* (the α terms outweigh S/β)", title_fontsize=8)
+    return ax.figure
+
+
+def _labels(plans, labels):
+    if labels is None:
+        return [p.layout for p in plans]
+    labels = list(labels)
+    if len(labels) != len(plans):
+        raise InvalidValue(f"{len(labels)} labels for {len(plans)} plans; give one label per plan.")
+    return labels
+
+
+def _plans(plans) -> list:
+    chosen = [plans] if hasattr(plans, "step_time_s") else list(plans)
+    if not chosen:
+        raise InvalidValue("at least one plan is needed (roofkit.parallel.plan).")
+    return chosen
+
+
+def _finish(ax, title: str, ncols: int, pad: int):
+    """A bar chart's light vertical grid, its legend above the bars, its title; the figure."""
+    ax.grid(True, axis="x", color="0.9", lw=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False, ncols=ncols, borderaxespad=0.2)
+    ax.set_title(title, loc="left", fontsize=10, pad=pad)
+    return ax.figure
+
+
+def _bars_axes(n: int, ax):
+    from matplotlib.figure import Figure
+
+    if ax is None:
+        ax = Figure(figsize=(9, 1.2 + 0.55 * n), layout="constrained").add_subplot()
+    return ax
+
+
+def step_plot(plans, labels=None, share=False, ax=None, title=None):
+    """One horizontal bar per plan: compute, exposed communication and pipeline bubble, with MFU and step time.
+
+    ``share=True`` draws each bar as parts of its own step (0 to 100%), to
+    compare layouts whose steps differ in length.
+    """
+    chosen = _plans(plans)
+    names = _labels(chosen, labels)
+    ax = _bars_axes(len(chosen), ax)
+    rows = range(len(chosen))[::-1]  # the first plan on top
+    for attribute, label, colour, hatch in STEP_PARTS:
+        left = [sum(getattr(p, a) for a, *_ in STEP_PARTS[:[x[0] for x in STEP_PARTS].index(attribute)])
+                for p in chosen]
+        width = [getattr(p, attribute) for p in chosen]
+        if share:
+            left = [x / p.step_time_s for x, p in zip(left, chosen)]
+            width = [x / p.step_time_s for x, p in zip(width, chosen)]
+        ax.barh(list(rows), width, left=left, color=colour, hatch=hatch, edgecolor="white", height=0.6,
+                label=label, gid=attribute)
+    end = max(1.0 if share else p.step_time_s for p in chosen)
+    for y, p in zip(rows, chosen):
+        x = 1.0 if share else p.step_time_s
+        ax.text(x + end * 0.01, y, f"MFU {p.mfu:.0%}, {p.step_time_s:.3g} s", va="center", fontsize=8)
+    ax.set_yticks(list(rows), names, fontsize=8)
+    ax.set_xlim(0, end * 1.22)
+    if share:
+        from matplotlib.ticker import PercentFormatter
+
+        ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_xlabel("share of the step")
+    else:
+        ax.set_xlabel("time per step (s)")
+    return _finish(ax, title or "Where a training step's time goes", ncols=4, pad=22)
+
+
+def memory_plot(plans, labels=None, ax=None, title=None):
+    """One horizontal bar per plan: weights, gradients, optimizer states and activations per GPU, in GB.
+
+    The bars are the bound (the least the layout must hold, on the pipeline stage
+    that holds most); a black tick marks the estimate, activations as eager layers
+    keep them. A dashed line marks the accelerator's memory (the first plan's); a
+    bound above it is labelled "does not fit".
+    """
+    chosen = _plans(plans)
+    names = _labels(chosen, labels)
+    ax = _bars_axes(len(chosen), ax)
+    rows = range(len(chosen))[::-1]
+    left = [0.0] * len(chosen)
+    for key, label, colour in MEMORY_PARTS:
+        width = [p.memory.get(key, 0.0) / 1e9 for p in chosen]
+        if key == "gathered" and not any(width):
+            continue
+        ax.barh(list(rows), width, left=left, color=colour, edgecolor="white", height=0.6, label=label, gid=key)
+        left = [a + b for a, b in zip(left, width)]
+    estimates = [p.memory_estimate_bytes / 1e9 for p in chosen]
+    marked = [(y, e) for y, e, total in zip(rows, estimates, left) if e > total * 1.001]
+    if marked:
+        ax.plot([e for _, e in marked], [y for y, _ in marked], ls="none", marker="|", ms=18, mew=2.2,
+                color="black", label="estimate: every op's inputs kept", gid="estimate")
+    capacity = chosen[0].memory_capacity_bytes
+    end = max(left + [e for _, e in marked] + ([capacity / 1e9] if capacity else []))
+    if capacity:
+        from ..catalogs import hardware
+
+        ax.axvline(capacity / 1e9, color="#c44e52", ls="--", lw=1.2, gid="capacity")
+        acc = hardware.get(chosen[0].accelerator)
+        ax.text(capacity / 1e9, len(chosen) - 0.45, f" {acc.name.removeprefix(acc.vendor + ' ')}",
+                color="#c44e52", fontsize=8, va="bottom")
+    for y, p, total, estimate in zip(rows, chosen, left, estimates):
+        verdict = "" if p.fits is None else (" fits" if p.fits else " does not fit")
+        more = f"; estimate {estimate:.3g}" if estimate > total * 1.001 else ""
+        ax.text(max(total, estimate) + end * 0.01, y, f"{total:.3g} GB{verdict}{more}", va="center", fontsize=8,
+                color="#c44e52" if p.fits is False else "black",
+                bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
+    ax.set_yticks(list(rows), names, fontsize=8)
+    ax.set_xlim(0, end * (1.4 if marked else 1.25))
+    ax.set_ylim(-0.6, len(chosen) - 0.1)
+    ax.set_xlabel("memory per GPU (GB)")
+    parts = len(ax.get_legend_handles_labels()[1])
+    return _finish(ax, title or "What each GPU holds", ncols=2 if parts <= 4 else 3, pad=34)
+
+
+def plan_table(plans, labels=None) -> str:
+    """One line per plan: layout, GPUs, tokens per GPU, memory per GPU, fits, step time, its three parts, MFU."""
+    chosen = _plans(plans)
+    names = _labels(chosen, labels)
+    width = max(28, *(len(n) for n in names))
+    lines = [f"{'layout':<{width}}  {'GPUs':>5}  {'tok/GPU':>7}  {'GB/GPU':>6}  {'fits':>4}  {'step (s)':>8}  "
+             f"{'compute':>7}  {'comm.':>5}  {'bubble':>6}  {'MFU':>5}"]
+    for name, p in zip(names, chosen):
+        fits = "-" if p.fits is None else ("yes" if p.fits else "no")
+        lines.append(f"{name:<{width}}  {p.gpus:>5}  {p.tokens_per_gpu:>7,.0f}  {p.memory_per_gpu_bytes / 1e9:>6.1f}  "
+                     f"{fits:>4}  "
+                     f"{p.step_time_s:>8.3g}  {p.compute_s / p.step_time_s:>7.0%}  "
+                     f"{p.communication_s / p.step_time_s:>5.0%}  {p.bubble_s / p.step_time_s:>6.0%}  {p.mfu:>5.1%}")
+    return "\n".join(lines)
+
+
+def link_table(keys=None) -> str:
+    """Links as their sources quote them, and the bandwidth per direction for one GPU that roofkit uses."""
+    from ..catalogs import links
+
+    rows = links.table(keys)
+    width = max(len(r["name"]) for r in rows)
+    quoted = max(len(r["quoted"]) for r in rows)
+    lines = [f"{'link':<{width}}  {'as quoted':<{quoted}}  {'per direction, one GPU':>22}  {'α':>6}"]
+    for r in rows:
+        lines.append(f"{r['name']:<{width}}  {r['quoted']:<{quoted}}  {r['per_direction_gb_s']:>17.4g} GB/s  "
+                     f"{r['latency_us']:>4.2g} µs")
+    return "\n".join(lines)
+
+
+
+
+def published_table(rows) -> str:
+    """One line per published run: published step time, predicted / published for the bound and calibrated.
+
+    ``rows`` as :func:`roofkit.parallel.published.compare` returns them.
+    """
+    width = max(len(r["case"]) for r in rows)
+    lines = [f"{'run':<{width}}  {'set':<8}  {'published':>9}  {'bound':>6}  {'calibrated':>10}"]
+    for r in rows:
+        lines.append(f"{r['case']:<{width}}  {r['set']:<8}  {r['published_s']:>8.3g}s  {r['bound_ratio']:>6.2f}  "
+                     f"{r['calibrated_ratio']:>10.2f}")
+    return "\n".join(lines)
+
+
+def published_plot(rows, ax=None, title=None):
+    """Predicted against published step time, log-log: one hollow marker per run for the bound, one filled for
+    the calibrated estimate, the fitting set and the held-out set in two colours.
+
+    On the diagonal a prediction is exact; the band is within 1.2x. A bound must
+    lie on or below the diagonal (no run is faster than its bound).
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    if not rows:
+        raise InvalidValue("published_plot needs at least one run (roofkit.parallel.published.compare).")
+    if ax is None:
+        ax = Figure(figsize=(7.5, 6), layout="constrained").add_subplot()
+    pub = np.array([r["published_s"] for r in rows])
+    lo, hi = pub.min() / 2, pub.max() * 2
+    grid = np.geomspace(lo, hi, 50)
+    ax.fill_between(grid, grid / 1.2, grid * 1.2, color="0.92", lw=0, gid="band", label="within 1.2x")
+    ax.plot(grid, grid, color="0.4", lw=1, gid="diagonal", label="predicted = published")
+    for which, colour in (("fitting", "#4c72b0"), ("held-out", "#dd8452")):
+        chosen = [r for r in rows if r["set"] == which]
+        if not chosen:
+            continue
+        x = [r["published_s"] for r in chosen]
+        ax.scatter(x, [r["bound_ratio"] * r["published_s"] for r in chosen], marker="v", facecolors="none",
+                   edgecolors=colour, s=30, lw=1, gid=f"bound-{which}", label=f"bound, {which} runs")
+        ax.scatter(x, [r["calibrated_ratio"] * r["published_s"] for r in chosen], marker="o", color=colour, s=22,
+                   gid=f"calibrated-{which}", label=f"calibrated, {which} runs")
+    from matplotlib.ticker import NullLocator
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo / 4, hi)
+    for axis in (ax.xaxis, ax.yaxis):  # decades only: minor ticks of a log axis cost a second to lay out
+        axis.set_minor_locator(NullLocator())
+    ax.set_xlabel("published step time (s)")
+    ax.set_ylabel("roofkit's step time (s)")
+    ax.grid(True, which="major", color="0.9", lw=0.6)
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    ax.set_title(title or "Published training runs: the bound below the diagonal, the estimate on it", fontsize=10)
+    return ax.figure
+
+
+class PlanBars:
+    """:func:`memory_plot` and :func:`step_plot` of one plan, for a figure that follows sliders.
+
+    Drawn once on fixed axes, then moved in place by :meth:`update`: memory per
+    GPU in GB up to twice ``capacity_bytes`` (a plan that needs more runs off
+    the right edge, its total written at the end), and the step as shares of
+    itself (compute, exposed communication, bubble: 0 to 100%) with its length
+    and the MFU written beside it, so that the axes stay put whatever the
+    layout. ``artists`` are what :meth:`update` changes; axes, legends,
+    titles and the capacity label are drawn once.
+    """
+
+    def __init__(self, memory_ax, step_ax, capacity_bytes: float | None, accelerator: str = ""):
+        from matplotlib.ticker import PercentFormatter
+
+        self.capacity = capacity_bytes / 1e9 if capacity_bytes else None
+        self.memory = [memory_ax.barh([0], [0.0], color=colour, edgecolor="white", height=0.6, label=label,
+                                      gid=key)[0] for key, label, colour in MEMORY_PARTS]
+        self.artists = list(self.memory)
+        end = 2 * self.capacity if self.capacity else 1.0
+        if self.capacity:
+            # drawn over the bars, as memory_plot draws it
+            self.artists.append(memory_ax.axvline(self.capacity, color="#c44e52", ls="--", lw=1.2, gid="capacity"))
+            memory_ax.text(self.capacity, 0.55, f" {accelerator}", color="#c44e52", fontsize=8, va="bottom")
+        self.total = memory_ax.text(0, 0, "", va="center", fontsize=8,
+                                    bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
+        memory_ax.set_yticks([0], [""])
+        memory_ax.set_xlim(0, end)
+        memory_ax.set_ylim(-0.6, 0.9)
+        memory_ax.set_xlabel("memory per GPU (GB)")
+        _finish(memory_ax, "memory per GPU", ncols=2, pad=34)
+        self.step = [step_ax.barh([0], [0.0], color=colour, hatch=hatch, edgecolor="white", height=0.6, label=label,
+                                  gid=attribute)[0] for attribute, label, colour, hatch in STEP_PARTS]
+        self.step_text = step_ax.text(1.01, 0, "", va="center", fontsize=8)
+        step_ax.set_yticks([0], [""])
+        step_ax.set_xlim(0, 1.3)
+        step_ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        step_ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        step_ax.set_xlabel("share of the step")
+        _finish(step_ax, "where a step's time goes", ncols=3, pad=22)
+        self.artists += [*self.step, self.total, self.step_text]
+        self.memory_ax, self.step_ax, self.end = memory_ax, step_ax, end
+
+    def update(self, plan) -> None:
+        left = 0.0
+        for bar, (key, *_) in zip(self.memory, MEMORY_PARTS):
+            bar.set_x(left)
+            bar.set_width(plan.memory.get(key, 0.0) / 1e9)
+            left += plan.memory.get(key, 0.0) / 1e9
+        verdict = "" if plan.fits is None else (" fits" if plan.fits else " does not fit")
+        self.total.set_text(f"{left:.3g} GB{verdict}")
+        self.total.set_color("#c44e52" if plan.fits is False else "black")
+        inside = left + self.end * 0.01 < self.end * 0.8
+        self.total.set_x(left + self.end * 0.01 if inside else self.end * 0.99)
+        self.total.set_horizontalalignment("left" if inside else "right")
+        start = 0.0
+        for bar, (attribute, *_) in zip(self.step, STEP_PARTS):
+            share = getattr(plan, attribute) / plan.step_time_s
+            bar.set_x(start)
+            bar.set_width(share)
+            start += share
+        self.step_text.set_text(f"MFU {plan.mfu:.0%}, {plan.step_time_s:.3g} s")

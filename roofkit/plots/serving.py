@@ -1,0 +1,334 @@
+"""The serving figures: latency and throughput against the batch, where the memory goes, the latency-throughput
+frontier, and roofkit's figures against published ones.
+
+    fig = plot_batch("llama-3-70b", "h100", gpus=8, context=8192)    # TPOT and tokens/s, the memory limit marked
+    fig = plot_memory(memory.plan("llama-3-70b", "h100", 8, 8192, batch=64))   # one GPU's memory as a bar
+    fig = plot_frontier("llama-3-70b", "h100", 1000, 1000, dtype="fp8")      # per user vs per GPU, over batch and GPUs
+    fig = plot_published(published.compare())                        # predicted against published, both modes
+
+:func:`batch_sweep` computes the curve (no matplotlib); the figures are
+matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
+``fig``). The explorer of :mod:`roofkit.explore.serving` draws both, one above
+the other, as :class:`MemoryBar` and :class:`BatchCurve`: the same pictures on
+fixed axes, drawn once and then moved in place by ``update`` as its sliders move.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidValue
+from ..units import whole
+from ..perf.inference import latency, memory
+
+__all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES", "frontier",
+           "plot_frontier", "plot_published", "GPU_COUNTS", "MemoryBar", "BatchCurve"]
+
+BATCHES = tuple(2**e for e in range(11))  # 1 .. 1024
+GPU_COUNTS = (1, 2, 4, 8)
+
+
+def batch_sweep(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
+                calibrated=False) -> dict:
+    """TPOT and throughput at each batch, and what fits: {'batch', 'tpot_s', 'tokens_per_s', 'fits', 'max_batch'}.
+
+    The largest batch that fits is added to ``batches`` (when it is at least 1).
+    """
+    wd, kd = weights_dtype or dtype, kv_dtype or dtype
+    plan = memory.plan(model, hw, gpus, context, 1, wd, kd)
+    points = sorted({whole(b, "batch") for b in batches} | ({plan.max_batch} if plan.max_batch else set()))
+    steps = [latency.decode_step(model, hw, b, context, gpus, dtype, wd, kd, calibrated) for b in points]
+    return {"batch": points, "tpot_s": [s.time_s for s in steps], "tokens_per_s": [s.tokens_per_s for s in steps],
+            "fits": [b <= plan.max_batch for b in points], "max_batch": plan.max_batch, "plan": plan}
+
+
+def draw_batch(ax, sweep: dict, title: str | None = None) -> None:
+    """TPOT (left axis, ms) and tokens/s (right axis) against the batch; hollow markers do not fit in memory."""
+    x, tpot, rate, fits = sweep["batch"], [t * 1e3 for t in sweep["tpot_s"]], sweep["tokens_per_s"], sweep["fits"]
+    right = ax.twinx()
+    for axis, y, colour, label in ((ax, tpot, "C0", "time per output token (ms)"),
+                                   (right, rate, "C3", "tokens/s (the whole batch)")):
+        axis.plot(x, y, color=colour, label=label)
+        axis.scatter([a for a, ok in zip(x, fits) if ok], [b for b, ok in zip(y, fits) if ok], color=colour, zorder=3)
+        axis.scatter([a for a, ok in zip(x, fits) if not ok], [b for b, ok in zip(y, fits) if not ok],
+                     facecolors="white", edgecolors=colour, zorder=3)
+        axis.set_yscale("log")
+        axis.set_ylabel(label, color=colour)
+    limit = sweep["max_batch"]
+    if limit >= 1:
+        ax.axvline(limit, color="0.3", ls="--")
+        ax.annotate(f"memory limit:\nbatch {limit}", (limit, 0.03), xycoords=("data", "axes fraction"),
+                    xytext=(6, 0), textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.3")
+    else:
+        ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center", color="0.3")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter("{x:g}")
+    ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
+    ax.grid(True, color="0.92")
+    if title:
+        ax.set_title(title, fontsize=10)
+
+
+def plot_batch(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
+               calibrated=False, title=None):
+    """A figure of :func:`draw_batch` for one model, accelerator and context."""
+    from matplotlib.figure import Figure
+
+    from ..catalogs import hardware, models
+
+    sweep = batch_sweep(model, hw, gpus, context, batches, dtype, weights_dtype, kv_dtype, calibrated)
+    fig = Figure(figsize=(8.5, 4.2))  # fixed margins: a constrained layout doubles the time to draw
+    fig.subplots_adjust(left=0.08, right=0.89, top=0.92, bottom=0.12)
+    acc = hardware.get(hw)
+    default = (f"{models.get(model).name} on {gpus} x {acc.name.removeprefix(acc.vendor + ' ')}, "
+               f"{context:,}-token context, decode")
+    draw_batch(fig.add_subplot(), sweep, title or default)
+    return fig
+
+
+_PARTS = (("reserve", "0.65"), ("weights", "C0"), ("KV cache", "C1"), ("free", "0.9"))
+
+
+def draw_memory(ax, plan: memory.MemoryPlan) -> None:
+    """One GPU's memory as a horizontal bar in GB: reserve, weights, the batch's KV cache, what is free."""
+    g = plan.per_gpu
+    capacity = g["capacity_bytes"] / 1e9
+    parts = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9,
+             "KV cache": g["kv_bytes"] / 1e9}
+    parts["free"] = max(0.0, capacity - sum(parts.values()))
+    left = 0.0
+    for name, colour in _PARTS:
+        width = parts[name]
+        ax.barh(0, width, left=left, height=0.6, color=colour, label=f"{name}: {width:.3g} GB")
+        left += width
+    ax.axvline(capacity, ymax=0.66, color="C3", lw=2)  # below the legend
+    ax.text(capacity, -0.72, f" {capacity:.3g} GB per GPU", fontsize=8, color="C3", va="bottom")
+    ax.set_xlim(0, max(left, capacity) * 1.15)
+    ax.set_ylim(-0.75, 0.85)
+    ax.set_yticks([])
+    ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
+    verdict = "fits" if plan.fits else ("the weights do not fit" if not plan.weights_fit else "does not fit")
+    ax.set_title(f"batch {plan.batch} x {plan.context:,} tokens: {verdict}", fontsize=10)
+    ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0, 1.02))
+
+
+def plot_memory(plan: memory.MemoryPlan):
+    """A figure of :func:`draw_memory`."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.5, 2.2), layout="constrained")
+    draw_memory(fig.add_subplot(), plan)
+    return fig
+
+
+def frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batches=BATCHES, dtype="bf16",
+             weights_dtype=None, kv_dtype=None, calibrated=False) -> list[dict]:
+    """The latency-throughput frontier of a workload: one point per GPU count (one replica, tensor parallel over
+    them) and batch that fits, {'gpus', 'batch', 'tpot_s', 'per_user', 'per_gpu', 'tokens_per_s'}.
+
+    Per user is 1 / TPOT (tokens/s one request sees), per GPU the throughput over the GPUs:
+    what a token costs. The largest batch that fits ends each curve.
+    """
+    from ..perf.inference.workload import steady_state
+
+    points = []
+    for n in gpu_counts:
+        top = steady_state(model, hw, input_tokens, output_tokens, n, None, dtype, weights_dtype, kv_dtype,
+                           calibrated)
+        if not top.plan.weights_fit:
+            continue
+        for b in sorted({whole(b, "batch") for b in batches if b <= top.plan.max_batch} | {top.plan.max_batch}):
+            s = steady_state(model, hw, input_tokens, output_tokens, n, b, dtype, weights_dtype, kv_dtype,
+                             calibrated)
+            points.append({"gpus": n, "batch": b, "tpot_s": s.tpot_s, "per_user": 1 / s.tpot_s,
+                           "per_gpu": s.tokens_per_s / n, "tokens_per_s": s.tokens_per_s})
+    return points
+
+
+def plot_frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batches=BATCHES, dtype="bf16",
+                  weights_dtype=None, kv_dtype=None, calibrated=False, title=None):
+    """Tokens/s per GPU against tokens/s per user, one curve per GPU count, the batch growing along each."""
+    from matplotlib.figure import Figure
+
+    from ..catalogs import hardware, models
+
+    points = frontier(model, hw, input_tokens, output_tokens, gpu_counts, batches, dtype, weights_dtype, kv_dtype,
+                      calibrated)
+    fig = Figure(figsize=(8.5, 4.6))
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.91, bottom=0.12)
+    ax = fig.add_subplot()
+    for i, n in enumerate(sorted({p["gpus"] for p in points})):
+        mine = [p for p in points if p["gpus"] == n]
+        ax.plot([p["per_user"] for p in mine], [p["per_gpu"] for p in mine], "o-", color=f"C{i}", ms=4,
+                label=f"{n} GPU" if n == 1 else f"{n} GPUs, tensor parallel")
+        last = mine[-1]
+        ax.annotate(f"B={last['batch']}", (last["per_user"], last["per_gpu"]), xytext=(4, 5), ha="left",
+                    textcoords="offset points", fontsize=7, color=f"C{i}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens/s per user (1 / TPOT): faster to the right")
+    ax.set_ylabel("output tokens/s per GPU: cheaper up")
+    ax.grid(True, which="both", color="0.92")
+    ax.legend(fontsize=8, frameon=False, loc="lower left")
+    acc = hardware.get(hw)
+    ax.set_title(title or f"{models.get(model).name} on {acc.name.removeprefix(acc.vendor + ' ')}, "
+                          f"{input_tokens:,} in / {output_tokens:,} out, {'calibrated' if calibrated else 'bound'}",
+                 fontsize=10)
+    return fig
+
+
+def plot_published(rows, title=None):
+    """Predicted against published for rows of :func:`roofkit.inference.published.compare`: the bound and the
+    calibrated estimate, as a speed ratio per row (above 1: the prediction is faster than the engine was; for a
+    time to first token, the published time over the predicted one)."""
+    from matplotlib.figure import Figure
+
+    height = 1.0 + 0.32 * len(rows)
+    fig = Figure(figsize=(8.5, height))
+    fig.subplots_adjust(left=0.3, right=0.96, top=1 - 0.4 / height, bottom=0.55 / height)
+    ax = fig.add_subplot()
+    labels = [_label(r) for r in rows]
+    y = list(range(len(rows)))[::-1]
+    ax.scatter([r["bound_speed"] for r in rows], y, marker="^", color="C3", label="bound (datasheet roofs)", zorder=3)
+    estimated = [(r["calibrated_speed"], yy) for r, yy in zip(rows, y) if r.get("calibrated_speed") is not None]
+    if estimated:
+        ax.scatter([e for e, _ in estimated], [yy for _, yy in estimated], marker="o", color="C0", label="calibrated",
+                   zorder=3)
+    ax.axvline(1, color="0.2", lw=1)
+    ax.axvspan(1 / 1.2, 1.2, color="C0", alpha=0.08, lw=0)
+    ax.set_xscale("log")
+    ax.set_xticks([0.8, 1, 1.2, 1.5, 2, 3])
+    ax.xaxis.set_major_formatter("{x:g}x")
+    ax.xaxis.set_minor_formatter("")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel("predicted / published speed (right of 1: faster than published; shaded: within 1.2x)")
+    ax.grid(True, axis="x", color="0.92")
+    ax.legend(fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, borderaxespad=0.2)
+    if title:
+        ax.set_title(title, fontsize=9, loc="right")
+    return fig
+
+
+def _label(row) -> str:
+    if row["kind"] == "ttft":
+        return f"{row['model']} {row['hw']} TTFT, {row['isl']:,}-token prompt"
+    return f"{row['model']} {row['hw']} x{row['gpus']}, {row['isl']:,} in / {row['osl']:,} out"
+
+
+class MemoryBar:
+    """:func:`draw_memory` on a fixed axis, for a figure that follows a slider: :meth:`update` moves it in place.
+
+    ``plan`` sets what stays put as the batch and the context move: the axis,
+    which runs to 1.15 x one GPU's memory whatever a plan needs (a batch that
+    does not fit runs off the right edge, and the figure written at the end of
+    the bar says how much it needs), and the legend with the reserve and the
+    weights per GPU (``key``: a plan whose reserve or weights differ needs a
+    new MemoryBar). ``artists`` are what :meth:`update` changes (the four
+    parts and the total) and the capacity line, drawn over them.
+    """
+
+    def __init__(self, ax, plan: memory.MemoryPlan, title: str | None = "one GPU's memory"):
+        g = plan.per_gpu
+        self.capacity = g["capacity_bytes"] / 1e9
+        self.ax, self.key = ax, self.key_of(plan)
+        fixed = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9}
+        self.parts = [ax.barh(0, 0.0, height=0.6, color=colour,
+                              label=f"{name}: {fixed[name]:.3g} GB" if name in fixed else name)[0]
+                      for name, colour in _PARTS]
+        capacity_line = ax.axvline(self.capacity, ymax=0.66, color="C3", lw=2)  # below the legend
+        ax.text(self.capacity, -0.72, f" {self.capacity:.3g} GB per GPU", fontsize=8, color="C3", va="bottom")
+        ax.set_xlim(0, self.capacity * 1.15)
+        ax.set_ylim(-0.75, 0.85)
+        ax.set_yticks([])
+        ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
+        ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0, 1.02))
+        if title:
+            ax.set_title(title, fontsize=10)
+        self.total = ax.text(0, 0, "", fontsize=8, va="center", zorder=6,
+                             bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+        self.artists = [*self.parts, capacity_line, self.total]  # the line over the bar, as draw_memory draws it
+
+    @staticmethod
+    def key_of(plan: memory.MemoryPlan) -> tuple:
+        g = plan.per_gpu
+        return g["capacity_bytes"], g["reserve_bytes"], g["weights_bytes"]
+
+    def update(self, plan: memory.MemoryPlan) -> None:
+        if self.key_of(plan) != self.key:
+            raise InvalidValue("this MemoryBar was drawn for another reserve or other weights; draw a new one.")
+        g = plan.per_gpu
+        widths = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9,
+                  "KV cache": g["kv_bytes"] / 1e9}
+        widths["free"] = max(0.0, self.capacity - sum(widths.values()))
+        left = 0.0
+        for bar, (name, _) in zip(self.parts, _PARTS):
+            bar.set_x(left)
+            bar.set_width(widths[name])
+            left += widths[name] if name != "free" else 0.0
+        end = self.capacity * 1.15
+        amount = f"{left:,.0f} GB" if left >= 100 else f"{left:.3g} GB"
+        fits = left <= self.capacity
+        self.total.set_text(f"{amount} in use" if fits else f"needs {amount}")
+        self.total.set_x(left + end * 0.01 if fits else end * 0.99)  # beside the bar, or at the edge it runs off
+        self.total.set_horizontalalignment("left" if fits else "right")
+        self.total.set_color("0.1" if fits else "C3")
+
+
+class BatchCurve:
+    """:func:`draw_batch` on fixed axes, for a figure that follows a slider: :meth:`update` moves it in place.
+
+    ``tpot_range`` and ``rate_range`` (seconds, tokens/s) fix the two log axes,
+    so a sweep at another context moves the curves, not the axes; ``marked``
+    is a batch drawn as a green band (the explorer's chosen batch). ``artists``
+    are what :meth:`update` changes; the axes, their labels and grid are drawn once.
+    """
+
+    def __init__(self, ax, tpot_range, rate_range, title: str | None = None):
+        self.ax, right = ax, ax.twinx()
+        self.curves = []
+        for axis, (lo, hi), colour, label in ((ax, [t * 1e3 for t in tpot_range], "C0", "time per output token (ms)"),
+                                              (right, rate_range, "C3", "tokens/s (the whole batch)")):
+            line = axis.plot([], [], color=colour, label=label)[0]
+            full = axis.plot([], [], ls="none", marker="o", ms=6, color=colour, zorder=3)[0]
+            hollow = axis.plot([], [], ls="none", marker="o", ms=6, mfc="white", mec=colour, zorder=3)[0]
+            axis.set_yscale("log")
+            axis.set_ylim(lo / 1.25, hi * 1.25)
+            axis.set_ylabel(label, color=colour)
+            self.curves.append((line, full, hollow))
+        self.limit = ax.axvline(1, color="0.3", ls="--")
+        self.limit_text = ax.annotate("", (1, 0.03), xycoords=("data", "axes fraction"), xytext=(6, 0),
+                                      textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.3")
+        self.no_fit = ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center",
+                              color="0.3")
+        self.band = ax.axvline(1, color="C2", lw=6, alpha=0.25)
+        self.band_text = ax.annotate("", (1, 0.97), xycoords=("data", "axes fraction"), xytext=(5, 0),
+                                     textcoords="offset points", va="top", fontsize=8, color="C2")
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(BATCHES[0] / 1.4, BATCHES[-1] * 1.4)
+        ax.xaxis.set_major_formatter("{x:g}")
+        ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
+        ax.grid(True, color="0.92")
+        if title:
+            ax.set_title(title, fontsize=10)
+        self.artists = [a for trio in self.curves for a in trio] + [self.limit, self.limit_text, self.no_fit,
+                                                                    self.band, self.band_text]
+
+    def update(self, sweep: dict, marked: int | None = None) -> None:
+        x, fits = sweep["batch"], sweep["fits"]
+        for (line, full, hollow), y in zip(self.curves, ([t * 1e3 for t in sweep["tpot_s"]], sweep["tokens_per_s"])):
+            line.set_data(x, y)
+            full.set_data([a for a, ok in zip(x, fits) if ok], [b for b, ok in zip(y, fits) if ok])
+            hollow.set_data([a for a, ok in zip(x, fits) if not ok], [b for b, ok in zip(y, fits) if not ok])
+        limit = sweep["max_batch"]
+        for artist in (self.limit, self.limit_text):
+            artist.set_visible(limit >= 1)
+        self.no_fit.set_visible(limit < 1)
+        if limit >= 1:
+            self.limit.set_xdata([limit, limit])
+            self.limit_text.xy = (limit, 0.03)
+            self.limit_text.set_text(f"memory limit: {limit}")
+        for artist in (self.band, self.band_text):
+            artist.set_visible(marked is not None)
+        if marked is not None:
+            self.band.set_xdata([marked, marked])
+            self.band_text.xy = (marked, 0.97)
+            self.band_text.set_text(f"batch {marked}")
