@@ -224,6 +224,17 @@ def test_calibrated_hierarchical_pays_nccl_s_latency_across_the_nodes():
     assert h.time_s == pytest.approx(h.latency_s + h.transfer_s)
 
 
+@pytest.mark.parametrize("name", ["all-gather", "reduce-scatter"])
+def test_calibrated_all_gather_across_nodes_pays_a_ring_never_a_tree(name):
+    # NCCL runs all-gather and reduce-scatter on rings only (tuning.cc, 2.7 to 2.18: "if (coll != ncclFuncAllReduce
+    # && a != NCCL_ALGO_RING) continue"; later PAT, NVLS, CollNet, never a tree). 1 kB over 16 nodes of 8 H100s,
+    # LL: base 6.6 µs, 112 steps inside the nodes at max(0.6 µs NVLink, 1 µs network overhead), 15 at 2.7 µs
+    ring = 6.6 + (127 - 15) * 1.0 + 15 * 2.7
+    for algorithm in ("auto", "tree", "ring"):
+        h = comms.hierarchical(name, 1e3, 8, 16, "hgx-h100", "ib-ndr", algorithm=algorithm, calibrated=True)
+        assert h.algorithm == "ring" and h.latency_s == pytest.approx(ring * 1e-6), algorithm
+
+
 def test_a_domain_holds_only_its_gpus():
     with pytest.raises(InvalidValue, match="hgx-h100 connects at most 8 GPUs; 16 GPUs need a scale-out link"):
         comms.all_reduce(1e9, 16, "hgx-h100")

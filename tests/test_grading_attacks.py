@@ -19,6 +19,7 @@ limits); what needs no kernel is checked on the parts directly.
 
 import csv
 import json
+import re
 import os
 import signal
 import subprocess
@@ -377,10 +378,15 @@ def test_8_a_private_question_gives_no_ratio(attacked):
     row = attacked["rows"]["snoop"]
     private = _q(row, PRIVATE)
     assert private["feedback"] == "misconception" and _q(row, "l00.fma-flops")["feedback"] == "ratio"
-    assert "by about" in private["reason"]  # the instructor sees it in results.json
+    assert _says_ratio(private["reason"])  # the instructor sees it in results.json
     page = _page(attacked, "snoop")
-    assert "by about" not in page and "too large" not in page and "too small" not in page
+    assert not _says_ratio(page) and "too large" not in page.lower() and "too small" not in page.lower()
     assert "not the expected answer" in page
+
+
+def _says_ratio(text: str) -> bool:
+    """Whether feedback gives a wrong number's size: 'by about 3x', 'by more than 1,000x', 'Off by 7%'."""
+    return re.search(r"by about|by more than|off by \d", text, re.IGNORECASE) is not None
 
 
 @pytest.mark.parametrize("level", score.LEVELS)
@@ -392,7 +398,7 @@ def test_8_each_feedback_level_says_what_it_promises(level):
                           "verdict": judged.verdict, "reason": judged.reason, "reason_level": judged.reason_level,
                           "answer": "9000 PB/s", "hint": "Count the FLOPs.", "feedback": level}]}
     page = report.feedback_page(row)
-    assert ("by about" in page) == (level == "ratio")
+    assert _says_ratio(page) == (level == "ratio")
     assert ("Count the FLOPs." in page) == (level != "none")
     assert (">wrong<" in page) == (level != "none")
 

@@ -506,7 +506,9 @@ def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: b
     nodes in latency), 'collnet' (the switches reduce: InfiniBand SHARP, where
     the network has it) or 'auto', the fastest. With ``calibrated=True`` every
     phase is NCCL's estimate (:func:`collective`), and 'auto' leaves out CollNet,
-    which NCCL uses only with its plugin.
+    which NCCL uses only with its plugin. All-gather and reduce-scatter run on a
+    ring whatever ``algorithm`` says, with a ring's latency: NCCL has no tree for
+    them (tuning.cc).
     """
     c = canonical(name)
     if c not in _PHASES:
@@ -580,12 +582,15 @@ def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: b
         return phases, t
 
     latency = None
+    if c != "all-reduce" and algorithm == "tree":  # NCCL runs all-gather and reduce-scatter on rings only
+        algorithm = "ring"  # (tuning.cc, 2.7 to 2.18; later PAT, NVLS, CollNet, never a tree): its latency too
     if algorithm == "auto":
         from ..catalogs import links
         from . import nccl
 
-        tried = ["ring", "tree"] + (["collnet"] if c == "all-reduce" and not calibrated
-                                    and nccl.in_network_reduction(links.get(inter)) else [])
+        tried = ["ring"] + (["tree"] if c == "all-reduce" else []) + \
+            (["collnet"] if c == "all-reduce" and not calibrated and nccl.in_network_reduction(links.get(inter))
+             else [])
         results = {a: timed(a) for a in tried}
         algorithm = min(results, key=lambda a: results[a][1])
         phases, t = results[algorithm]
@@ -593,8 +598,6 @@ def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: b
         phases, t = timed(algorithm)
     if calibrated:
         latency = nccl_latency(algorithm, phases)
-    if c != "all-reduce" and algorithm == "tree":
-        algorithm = "ring"
     return Hierarchical(c, S, k, m, bool(overlap), phases, t, algorithm, calibrated, latency)
 
 
