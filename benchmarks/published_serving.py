@@ -1,6 +1,7 @@
 """How close is `roofkit serve` to what serving engines published? Every row, both modes.
 
-    python benchmarks/published_serving.py
+    python benchmarks/published_serving.py            (--write: refit t_step and store it in
+                                                        roofkit/data/published/serving_calibration.json)
 
 Not a pass/fail test: it prints figures. Targets (issue 20):
 
@@ -18,7 +19,10 @@ time: above 1 the prediction is the faster one, which a bound must be.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+from pathlib import Path
 
 from roofkit.catalogs import links
 from roofkit.catalogs.hardware import NoAchievableFigure
@@ -78,6 +82,16 @@ def summary(rows, label, targets):
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="refit t_step and write data/published/"
+                                                             "serving_calibration.json")
+    if parser.parse_args().write:
+        fitted = published.fit()
+        path = Path(__file__).resolve().parents[1] / "roofkit" / engine.CALIBRATION_FILE
+        path.write_text(json.dumps({"step_s": fitted.step_s, "runs": fitted.runs, "source": fitted.source},
+                                   indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path}: t_step = {fitted.step_s * 1e3:.3f} ms")
+        engine._DEFAULT.clear()
     cal = engine.default()
     print(f"calibration: t0 = {cal.floor_s * 1e6:.2f} µs per kernel (lesson 11's H200 layers), t_step = "
           f"{cal.step_s * 1e3:.3f} ms per step, fitted on {cal.runs} published runs")

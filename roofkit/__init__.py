@@ -1,27 +1,30 @@
 """roofkit: count FLOPs and bytes, place kernels on a roofline, and cost a training run.
 
-The modules, one concept each, by the names lessons and scripts import them:
+The modules, one concept each, by the names lessons and scripts import them, and their homes:
 
-    hardware   the sourced accelerator catalog        roofkit.hardware.get("h100")
-    formulas   FLOPs and bytes of kernels (sympy)     roofkit.formulas.gemm(4096, 4096, 4096, "bf16")
-    roofline   attainable FLOP/s, ridge, time, plot   roofkit.roofline.analyze(cost, "h100", "bf16")
-    precision  number formats and real rounding       roofkit.precision.get("bfloat16")
-    training   C = 6ND, MFU/HFU, GPU-hours, cost      roofkit.training.estimate(70e9, 15e12, ...)
-    fusion     HBM traffic of op chains; Amdahl       roofkit.fusion.amdahl(0.1, 2)
-    models     the sourced catalog of model shapes     roofkit.models.get("llama-3-8b").params
-    layertime  a decoder layer's time, calibrated      roofkit.layertime.predict("llama-3-8b", 1, 1, 8192, "h200")
-    layerview  a layer's op table and its figures      roofkit.layerview.table(layerview.place(ops, "h100"))
-    links      interconnects, per direction, sourced  roofkit.links.get("nvlink4").bandwidth
-    comms      collectives, alpha-beta and as NCCL runs them  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
-    nccl       NCCL's algorithms, protocols, latencies roofkit.nccl.protocol_share("LL")
-    steptime   a training micro-batch, kernel by kernel roofkit.steptime.microbatch("llama-3-8b", "h100", 1, 8192)
-    parallel   DP/ZeRO/TP/PP/CP/EP: step, MFU, memory  roofkit.parallel.plan("llama-3-70b", "h100", ...)
-    plots_parallel  collective, step-time, memory plots  roofkit.plots_parallel.step_plot([plan])
-    inference  serving: KV cache, memory, TTFT, TPOT  roofkit.inference.serve("llama-3-70b", "h100", 8, 8192)
+    hardware   catalogs/hardware    the sourced accelerator catalog         roofkit.hardware.get("h100")
+    models     catalogs/models      the sourced catalog of model shapes     roofkit.models.get("llama-3-8b").params
+    links      catalogs/links       interconnects, per direction, sourced   roofkit.links.get("nvlink4").bandwidth
+    catalog    catalogs/lookup      how a catalog finds an entry by any spelling
+    formulas   formulas             FLOPs and bytes of kernels (sympy)      roofkit.formulas.gemm(4096, 4096, 4096)
+    roofline   perf/roofline        attainable FLOP/s, ridge, time, plot    roofkit.roofline.analyze(cost, "h100")
+    precision  perf/precision       number formats and real rounding        roofkit.precision.get("bfloat16")
+    training   perf/training        C = 6ND, MFU/HFU, GPU-hours, cost       roofkit.training.estimate(70e9, 15e12, ...)
+    fusion     perf/fusion          HBM traffic of op chains; Amdahl        roofkit.fusion.amdahl(0.1, 2)
+    layertime  perf/layertime       a decoder layer's time, calibrated      roofkit.layertime.predict("llama-3-8b", ...)
+    steptime   perf/steptime        a training micro-batch, kernel by kernel
+    comms      perf/comms           collectives, alpha-beta and NCCL's way  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
+    nccl       perf/nccl            NCCL's algorithms, protocols, latencies roofkit.nccl.protocol_share("LL")
+    parallel   perf/parallel/       DP/ZeRO/TP/PP/CP/EP: step, MFU, memory  roofkit.parallel.plan("llama-3-70b", ...)
+    inference  perf/inference/      serving: KV cache, memory, TTFT, TPOT   roofkit.inference.serve("llama-3-70b", ...)
+    plots_kernels, plots_training, plots_parallel, layerview, diagrams, inference.plot, measure.plot
+               plots/kernels, training, parallel, layers, diagrams, serving, measure: the figures
+    quiz, answers, show, explore, build, site
+               course/...           the course; the question banks roofkit.course.lesson_NN are course/bank/
 
 Those are public names. The modules live in folders that show the library's
 layers (docs/architecture.md): the foundations (``errors``, ``units``,
-``dtypes``, ``formulas``) here, then ``catalogs/``, ``perf/``,
+``quantities``, ``dtypes``, ``formulas``) here, then ``catalogs/``, ``perf/``,
 ``plots/``, ``measure/``, ``course/``, ``grading/`` and ``cli/``. :data:`PUBLIC`
 maps each public name to its module's home, and importing either name gives the
 same module object: ``roofkit.roofline is roofkit.perf.roofline``, and a child of
@@ -67,7 +70,7 @@ PUBLIC = {
 # Public names by prefix: the lessons' question banks, roofkit.course.lesson_NN, are in course/bank/.
 PUBLIC_PREFIXES = {"course.lesson_": "course.bank.lesson_"}
 # The folders and the foundations, by their own names.
-_PACKAGES = {"errors", "units", "dtypes", "formulas", "catalogs", "perf", "plots", "measure", "course",
+_PACKAGES = {"errors", "units", "quantities", "dtypes", "formulas", "catalogs", "perf", "plots", "measure", "course",
              "grading", "cli"}
 _HOMES = {home: name for name, home in PUBLIC.items() if "." not in name}  # a public package, by its home
 

@@ -105,6 +105,22 @@ class Cost(NamedTuple):
         return {"flops": plain(self.flops), "bytes": plain(self.bytes), "intensity": plain(self.intensity)}
 
 
+def ridge_point(peak_flops, bandwidth):
+    """I* = P / B in FLOP/byte: the intensity where the two roofs meet.
+
+    The one home of the formula: :func:`roofkit.roofline.ridge_point` and
+    :meth:`roofkit.hardware.Accelerator.ridge` are this. Not in ``__all__``,
+    which lists the costs of kernels.
+
+    >>> round(ridge_point(989e12, 3.35e12), 1)
+    295.2
+    """
+    P, B = positive(peak_flops, "peak_flops"), positive(bandwidth, "bandwidth")
+    with np.errstate(all="ignore"):
+        ratio = np.divide(P, B)
+    return float(ratio) if np.ndim(ratio) == 0 else ratio
+
+
 def _size(value, name: str):
     """A validated positive size. Integer numpy values become float64, which cannot wrap around."""
     value = positive(value, name)

@@ -5,7 +5,7 @@
 * ``positive(4096, "m")`` returns the number, or raises InvalidValue naming
   ``m`` when it is zero, negative, NaN, infinite or not a number. numpy arrays
   are checked element by element and returned unchanged.
-* ``quantity("3.35 TB/s", "byte/s")`` -> 3.35e12, read by :mod:`roofkit.answers`:
+* ``quantity("3.35 TB/s", "byte/s")`` -> 3.35e12, read by :mod:`roofkit.quantities`:
   TB/s, GB/s or TiB/s are converted, while "3.35 TFLOP/s" raises UnitMismatch.
 """
 
@@ -104,12 +104,13 @@ def fraction(value, name: str = "fraction"):
 def quantity(text, unit: str, name: str = "value") -> float:
     """The magnitude of ``text`` in ``unit``: quantity('3.35 TB/s', 'byte/s') -> 3.35e12.
 
-    Read by :func:`roofkit.answers.read`, the reader every answer goes
-    through. A bare number is taken to be in ``unit`` already; a positive
-    number is required. A quantity whose dimension differs from ``unit``
+    Read by :func:`roofkit.quantities.read`, the reader every answer goes
+    through (:mod:`roofkit.answers` adds the catalog's accelerators as things
+    counted, '8 H100s'; a quantity here has none). A bare number is taken to
+    be in ``unit`` already; a positive number is required. A quantity whose dimension differs from ``unit``
     raises UnitMismatch naming both.
     """
-    from .course.answers import read
+    from .quantities import read  # a foundation too: it imports only roofkit.errors
 
     if not isinstance(text, str):
         return positive(text, name)

@@ -159,8 +159,15 @@ def test_a_graded_kernel_cannot_read_the_real_package(tmp_path):
     assert not any(p == real or real.startswith(p.rstrip("/") + "/") for p in settings["read"])
     assert settings["package"] in settings["read"] and settings["graded"]
     package = Path(settings["package"]) / "roofkit"
-    assert (package / "quiz.py").is_file() and (package / "hardware.py").is_file()
-    assert sorted(p.name for p in (package / "course").iterdir()) == ["__init__.py"]
+    # the copy is the real package less exactly the question bank (course/bank/), whose __init__ is a tripwire
+    def files(root):
+        return {p.relative_to(root).as_posix() for p in root.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")}
+    real_files = files(ROOT / "roofkit")
+    bank = {f for f in real_files if f.startswith("course/bank/")}
+    assert "course/bank/lesson_00.py" in bank and "course/quiz.py" in real_files
+    assert files(package) == real_files - bank | {"course/bank/__init__.py"}
+    assert "withheld" in (package / "course/bank/__init__.py").read_text(encoding="utf-8")
     assert not list(package.rglob("lesson_*.py"))
 
 

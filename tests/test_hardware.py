@@ -362,7 +362,7 @@ def test_memory_plans_use_what_the_card_reports():
     assert h200.memory_bytes == 141e9 and h200.capacity_bytes == 143_771 * 2**20
     assert "nvidia-smi" in h100.capacity_source and "smi.txt" in h200.capacity_source
     # the H200's figure is our own card's: the shipped nvidia-smi output says so
-    smi = (Path(hardware.__file__).parent / "data/measured/h200-2026-11-30/smi.txt").read_text()
+    smi = (Path(hardware.__file__).parents[1] / "data/measured/h200-2026-11-30/smi.txt").read_text()  # roofkit/
     assert "143771 MiB" in smi
     assert mi300x.capacity_bytes == 206_141_652_992 and "rocm-smi" in mi300x.capacity_source
     v5e = hardware.get("tpu v5e")  # none published: plans use the datasheet's

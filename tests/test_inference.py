@@ -650,4 +650,8 @@ def test_the_fit_generalizes_leave_one_out():
     for i, run in enumerate(runs):
         cal = published.fit(runs[:i] + runs[i + 1:])
         assert 1 / 1.25 <= published.speed(run, published.predict(run, True, cal)) <= 1.25, run.case
-    assert published.fit(runs).step_s == pytest.approx(engine.default().step_s)
+    # the shipped t_step (data/published/serving_calibration.json) is the fit on the shipped runs, to the last bit:
+    # a change to the model or the runs that moves it fails here (benchmarks/published_serving.py --write refits)
+    fitted, shipped = published.fit(runs), engine.default()
+    assert fitted.step_s == shipped.step_s, (fitted.step_s, shipped.step_s)
+    assert (fitted.floor_s, fitted.runs, fitted.source) == (shipped.floor_s, shipped.runs, shipped.source)

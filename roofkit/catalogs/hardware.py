@@ -31,6 +31,7 @@ catalog's format): a laptop, or a profile saved by ``roofkit measure``.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -39,10 +40,11 @@ from pathlib import Path
 from .. import dtypes
 from .lookup import Catalog, check_table, normalize
 from ..errors import InvalidValue, RoofkitError, UnknownHardware, UnsupportedPrecision
-from ..formulas import FLOPS_PER_FMA
+from ..formulas import FLOPS_PER_FMA, ridge_point
 from ..units import positive
 
-__all__ = ["Accelerator", "NoAchievableFigure", "get", "catalog", "names", "register", "load_file", "normalize"]
+__all__ = ["Accelerator", "NoAchievableFigure", "get", "catalog", "names", "register", "load_file", "normalize",
+           "match_device"]
 
 # field name in the TOML -> (attribute, multiplier to SI)
 _SCALED = {
@@ -140,8 +142,6 @@ class Accelerator:
 
     def ridge(self, precision: str, achievable: bool = False) -> float:
         """The ridge point (FLOP/byte) in ``precision``: peak / bandwidth (both achievable, or both datasheet)."""
-        from ..perf.roofline import ridge_point
-
         return ridge_point(self.peak(precision, achievable), self.memory_bandwidth(achievable))
 
     def clock(self, name: str = "tensor") -> float:
@@ -364,6 +364,29 @@ def get(name: str | Accelerator) -> Accelerator:
 def catalog() -> list[Accelerator]:
     """Every accelerator, in catalog order (built-ins first, then registered ones)."""
     return CATALOG.entries()
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[^a-z0-9]+", name.lower()) if t]
+
+
+def match_device(device_name: str) -> "Accelerator | None":
+    """The catalog's GPU whose name or alias appears, word for word, in ``device_name``; or None.
+
+    'NVIDIA H100 80GB HBM3' -> h100-sxm; 'NVIDIA H100 PCIe' -> h100-pcie (the
+    longest match wins); 'NVIDIA GeForce RTX 4090' -> None.
+    """
+    words = _tokens(device_name)
+    best, best_len = None, 0
+    for acc in catalog():
+        if acc.vendor not in ("NVIDIA", "AMD"):
+            continue
+        for alias in (acc.key, acc.name, *acc.aliases):
+            want = [t for t in _tokens(alias) if t not in ("nvidia", "amd")]
+            fits = want and any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
+            if fits and len(" ".join(want)) > best_len:
+                best, best_len = acc, len(" ".join(want))
+    return best
 
 
 def names() -> list[str]:

@@ -30,13 +30,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
-import re
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 
 from .. import formulas
-from ..catalogs import hardware
+from ..catalogs.hardware import match_device as match_catalog  # the catalog's lookup, by its name here
 from ..perf import roofline
 from . import layers as _layers
 from .kernels import KernelResult, predict
@@ -75,29 +74,6 @@ def status() -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, "GPU: none found (PyTorch sees no CUDA device; the CPU was measured)."
     return True, f"GPU: {torch.cuda.get_device_name(0)}"
-
-
-def _tokens(name: str) -> list[str]:
-    return [t for t in re.split(r"[^a-z0-9]+", name.lower()) if t]
-
-
-def match_catalog(device_name: str):
-    """The catalog's GPU whose name or alias appears, word for word, in ``device_name``; or None.
-
-    'NVIDIA H100 80GB HBM3' -> h100-sxm; 'NVIDIA H100 PCIe' -> h100-pcie (the
-    longest match wins); 'NVIDIA GeForce RTX 4090' -> None.
-    """
-    words = _tokens(device_name)
-    best, best_len = None, 0
-    for acc in hardware.catalog():
-        if acc.vendor not in ("NVIDIA", "AMD"):
-            continue
-        for alias in (acc.key, acc.name, *acc.aliases):
-            want = [t for t in _tokens(alias) if t not in ("nvidia", "amd")]
-            fits = want and any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
-            if fits and len(" ".join(want)) > best_len:
-                best, best_len = acc, len(" ".join(want))
-    return best
 
 
 @dataclass

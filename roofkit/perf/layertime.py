@@ -210,9 +210,7 @@ def _dataset_roofs(dataset, hw) -> tuple[dict[str, float], float, str | None, st
         return (dict(dataset.roofs["peak_flops_per_s"]), float(dataset.roofs["bandwidth_bytes_per_s"]),
                 dataset.catalog, f"roofs measured with the layers ({dataset.source})")
     if hw is None:
-        from ..measure.gpu import match_catalog
-
-        acc = hardware.get(dataset.catalog) if dataset.catalog else match_catalog(dataset.device)
+        acc = hardware.get(dataset.catalog) if dataset.catalog else hardware.match_device(dataset.device)
         if acc is None:
             raise InvalidValue(f"the layers of {dataset.device!r} come without roofs, and no catalog entry matches "
                                "it; pass hw= an accelerator with achievable figures.")
@@ -231,7 +229,7 @@ def attention_rate(dataset=None, hw=None) -> tuple[dict[str, float], str]:
     largest prefill attention, timed alone); else none ({}), and the calibration
     gives attention the matmul's rate, which is optimistic.
     """
-    from ..measure.layers import load_layers
+    from ..catalogs.measured import load_layers
 
     data = load_layers(dataset)
     measured = data.attention or {}
@@ -240,9 +238,7 @@ def attention_rate(dataset=None, hw=None) -> tuple[dict[str, float], str]:
                 f"attention: a causal SDPA of {measured.get('label', 'the dataset')} timed alone")
     key = hw or data.catalog
     if key is None:
-        from ..measure.gpu import match_catalog
-
-        found = match_catalog(data.device)
+        found = hardware.match_device(data.device)
         key = found.key if found else None
     acc = hardware.get(key) if key else None
     if acc is not None and acc.achievable_attention_flops:
@@ -259,7 +255,7 @@ def calibrate(dataset=None, hw=None, dtype="bf16") -> Calibration:
     for ``hw`` (or for the dataset's device); attention's rate comes from
     :func:`attention_rate`.
     """
-    from ..measure.layers import load_layers
+    from ..catalogs.measured import load_layers
 
     data = load_layers(dataset)
     peaks, bandwidth, catalog, roofs_from = _dataset_roofs(data, hw)
@@ -415,7 +411,7 @@ def _ideal_achievable_s(case, calibration: Calibration) -> float:
 def compare(dataset=None, calibration: Calibration | None = None, hw=None) -> list[dict]:
     """One row per measured case: measured, the plain roofline sum, the roofline sum at achievable roofs,
     the calibrated prediction, and their ratios (prediction / measurement)."""
-    from ..measure.layers import load_layers
+    from ..catalogs.measured import load_layers
 
     data = load_layers(dataset)
     cal = calibration or calibrate(data, hw)
@@ -440,7 +436,7 @@ def leave_one_out(dataset=None, hw=None) -> list[dict]:
     One row per case: ``label``, ``measured_s``, ``floor_s`` (fitted on the others),
     ``predicted_s`` and ``ratio`` (predicted / measured).
     """
-    from ..measure.layers import load_layers
+    from ..catalogs.measured import load_layers
 
     from dataclasses import replace
 
@@ -478,7 +474,7 @@ def gemm_bandwidth_check(dataset=None, hw=None) -> dict:
     """
     import numpy as np
 
-    from ..measure.layers import load_layers
+    from ..catalogs.measured import load_layers
 
     data = load_layers(dataset)
     cal = calibrate(data, hw)

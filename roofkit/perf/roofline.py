@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidValue, UnsupportedPrecision
+from ..formulas import ridge_point  # the formula lives once, in roofkit.formulas; exported here as roofline's own
 from ..units import nonnegative, positive, size
 
 __all__ = [
@@ -62,13 +63,6 @@ def _number(value, name: str) -> float:
         return float(positive(value, name))
     except TypeError:
         raise InvalidValue(f"{name} must be a number; got the expression {value!r}.") from None
-
-
-def ridge_point(peak_flops, bandwidth):
-    """I* = P / B in FLOP/byte: the intensity where the two roofs meet."""
-    P, B = positive(peak_flops, "peak_flops"), positive(bandwidth, "bandwidth")
-    with np.errstate(all="ignore"):
-        return _plain(np.divide(P, B))
 
 
 def attainable(intensity, peak_flops, bandwidth):

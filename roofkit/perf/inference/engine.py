@@ -23,7 +23,8 @@ and HBM bytes Q. Two models of a kernel's time:
 t0 is lesson 11's per-kernel floor, fitted on measured H200 layers
 (:func:`roofkit.layertime.default_calibration`); t_step is the one constant
 fitted on the published serving runs shipped with roofkit
-(:func:`roofkit.inference.published.fit`). :func:`default` fits it once.
+(:func:`roofkit.inference.published.fit`, stored in
+``data/published/serving_calibration.json``). :func:`default` reads it.
 
 In calibrated mode the activations between kernels are kept in 16 bits when the
 math runs in 8 (engines quantize a GEMM's input inside the kernel before it),
@@ -36,7 +37,9 @@ so an FP8 engine reads FP8 weights and an FP8 cache but 2-byte activations.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from importlib import resources
 
 from ... import dtypes
 from ...catalogs import hardware
@@ -107,12 +110,21 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
 
 
 _DEFAULT: list[EngineCalibration] = []
+CALIBRATION_FILE = "data/published/serving_calibration.json"  # t_step fitted on the published runs
 
 
 def default() -> EngineCalibration:
-    """The calibration roofkit ships: t0 from lesson 11's H200 layers, t_step fitted on the published runs (once)."""
-    if not _DEFAULT:
-        from .published import fit  # the fit predicts published runs with this module: imported when first needed
+    """The calibration roofkit ships: t0 from lesson 11's H200 layers, t_step fitted on the published runs.
 
-        _DEFAULT.append(fit())
+    t_step is read from ``data/published/serving_calibration.json``, which
+    ``python benchmarks/published_serving.py --write`` writes from
+    :func:`roofkit.inference.published.fit` (the fit predicts the runs with this
+    module, so it is not called from here); a test refits it and compares.
+    """
+    if not _DEFAULT:
+        from .. import layertime
+
+        data = json.loads(resources.files("roofkit").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8"))
+        _DEFAULT.append(EngineCalibration(floor_s=layertime.default_calibration().floor_s, step_s=data["step_s"],
+                                          source=data["source"], runs=data["runs"]))
     return _DEFAULT[0]

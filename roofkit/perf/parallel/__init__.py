@@ -11,7 +11,8 @@ One concept per module:
     plan         the step: compute, communication, bubble, optimizer; MFU, HFU, memory
     search       the fastest layouts of a grid
     published    published training runs, in roofkit's terms
-    calibration  the calibrated model's two fitted shares, and leave-one-out
+    constants    the calibrated model's two shares and the values in use
+    calibration  how they are fitted on published runs, and leave-one-out
 
     >>> from roofkit import parallel
     >>> p = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1)

@@ -24,61 +24,25 @@ The fit minimizes the sum of squared log ratios, predicted / published step
 time (:func:`fit`); :func:`leave_one_out` refits without each run and predicts
 it. The values in use live in ``data/published/calibration.json``, written by
 ``python benchmarks/published_runs.py --write`` and checked against a refit by
-the tests.
+the tests; :class:`Constants` and :func:`constants`, which the step model reads,
+are in :mod:`roofkit.parallel.constants` (this module builds on the step model).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass
-from importlib import resources
 
 from ...errors import InvalidValue
+from .constants import _CACHE, RANGES, Constants, constants  # noqa: F401 (_CACHE: benchmarks/published_runs.py)
+from .published import load, predict, published_step_s
 
 __all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "RANGES", "FREE"]
 
-# the range each constant may take
-RANGES = {"matmul_efficiency": (0.3, 1.0), "overlap_efficiency": (0.0, 1.0)}
 FREE = ("matmul_efficiency",)  # what the default fit frees (see the module's docstring)
-
-
-@dataclass(frozen=True)
-class Constants:
-    """The calibrated model's fitted shares (1.0 and 1.0 in the bound: every cost at its best)."""
-
-    matmul_efficiency: float = 1.0
-    overlap_efficiency: float = 1.0
-    floor_s: float | None = None  # None: the per-kernel floor fitted on real layers (roofkit.layertime)
-    fitted_on: int = 0
-    rms_log_error: float | None = None
-    source: str = "bound: every share at 1"
-
-    @classmethod
-    def bound(cls) -> "Constants":
-        return cls()
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-_CACHE: list[Constants] = []
-
-
-def constants() -> Constants:
-    """The constants fitted on the shipped published runs (read from data/published/calibration.json)."""
-    if not _CACHE:
-        data = json.loads(resources.files("roofkit").joinpath("data/published/calibration.json")
-                          .read_text(encoding="utf-8"))
-        _CACHE.append(Constants(**{k: data[k] for k in ("matmul_efficiency", "overlap_efficiency", "floor_s",
-                                                        "fitted_on", "rms_log_error", "source")}))
-    return _CACHE[0]
 
 
 def log_error(runs, k: Constants) -> list[float]:
     """log(predicted / published) step time of each run, calibrated with ``k``."""
-    from .published import predict, published_step_s
-
     return [math.log(predict(r, calibrated=True, constants=k).step_time_s / published_step_s(r)) for r in runs]
 
 
@@ -111,8 +75,6 @@ def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
     (default: ``matmul_efficiency`` alone); the others stay at 1. Coordinate
     descent, a golden-section search per constant, ``rounds`` times.
     """
-    from .published import load
-
     runs = load("fitting") if runs is None else list(runs)
     if not runs:
         raise InvalidValue("fit needs at least one published run.")
@@ -134,8 +96,6 @@ def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
 
 def leave_one_out(runs=None, free=FREE) -> list[dict]:
     """Refit without each run in turn and predict it: {case, constants, ratio (predicted / published)}."""
-    from .published import load, predict, published_step_s
-
     runs = load("fitting") if runs is None else list(runs)
     rows = []
     for i, run in enumerate(runs):

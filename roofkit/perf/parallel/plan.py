@@ -242,7 +242,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     from ... import dtypes
     from ...catalogs import hardware, models
     from .. import steptime, training
-    from . import calibration
+    from .constants import Constants, constants as fitted
 
     M = models.get(model)
     acc = hardware.get(hw)
@@ -281,7 +281,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                            f"layer: at most one of them a chunk (pp x virtual_stages <= {M.layers + 2}).")
     if v > 1 and p == 1:
         raise InvalidValue("virtual_stages > 1 interleaves the chunks of a pipeline: it needs pp > 1.")
-    k = calibration.constants() if calibrated and constants is None else (constants or calibration.Constants.bound())
+    k = fitted() if calibrated and constants is None else (constants or Constants.bound())
     intra_link, inter_link, node = links_of(acc, intra, inter, node_gpus)
     fabric = Fabric(intra_link, inter_link, node, calibrated)
 
