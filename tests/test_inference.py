@@ -183,7 +183,7 @@ def test_tensor_parallelism_beyond_the_kv_heads_copies_the_cache():
     assert memory.kv_replication("llama-3-70b", 8) == 1 and memory.kv_replication("llama-3-70b", 16) == 2
     assert memory.kv_replication("deepseek-v3", 8) == 8  # the latent is on every GPU
     assert memory.layout("llama-3.1-405b", "h100", 16) == memory.Layout(16, 8, 2, "hgx-h100")
-    assert memory.layout("llama-3-8b", "mi300x", 4).tp == 4  # no scale-up link in the catalog: one group
+    assert memory.layout("llama-3-8b", "mi300x", 4) == memory.Layout(4, 4, 1, "mi300x-xgmi")  # one xGMI platform of 8
 
 
 @settings(max_examples=60, deadline=None)

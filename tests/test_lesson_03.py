@@ -129,24 +129,24 @@ def test_batching_moves_the_point_horizontally():
 def test_exercise_1_batch_320_is_still_memory_bound():
     """'Intensity ~ batch' says 320 > 295: compute-bound. Counted, I = 320 x 4096 / (2 x 320 + 4096) = 276.8 at
     2 bytes, short of the H100's BF16 ridge; the crossing is at batch 345 (lesson 10 quotes it)."""
-    assert key("l03.ex-batch1-bound") == "memory"
+    assert key("l03.ex-decode-batch-bound") == "memory"
     exact = 320 * 4096 / (2 * 320 + 4096)
     assert formulas.gemm(320, 4096, 4096, "bf16").intensity == pytest.approx(exact, rel=1e-12)
     assert exact == pytest.approx(276.8, abs=0.05)
     assert exact < H100.ridge("bf16") < 320
     crossing = next(b for b in range(1, 4096) if formulas.gemm(b, 4096, 4096, "bf16").intensity >= H100.ridge("bf16"))
     assert crossing == 345
-    assert key("l03.ex-batch1-bound", batch=344) == "memory" and key("l03.ex-batch1-bound", batch=345) == "compute"
-    assert key("l03.ex-batch1-bound", batch=1) == "memory"  # batch 1, about 1 FLOP/byte: memory-bound everywhere
-    assert key("l03.ex-batch1-bound", hw="A100") == "compute"  # the A100's ridge is about 153
-    verdict = quiz.judge(quiz.get("l03.ex-batch1-bound"), "compute")
+    assert key("l03.ex-decode-batch-bound", batch=344) == "memory" and key("l03.ex-decode-batch-bound", batch=345) == "compute"
+    assert key("l03.ex-decode-batch-bound", batch=1) == "memory"  # batch 1, about 1 FLOP/byte: memory-bound everywhere
+    assert key("l03.ex-decode-batch-bound", hw="A100") == "compute"  # the A100's ridge is about 153
+    verdict = quiz.judge(quiz.get("l03.ex-decode-batch-bound"), "compute")
     assert not verdict.correct and verdict.misconception == "rule-of-thumb"
-    verdict = quiz.judge(quiz.get("l03.ex-batch1-bound").with_params(hw="A100"), "memory")
+    verdict = quiz.judge(quiz.get("l03.ex-decode-batch-bound").with_params(hw="A100"), "memory")
     assert not verdict.correct and verdict.misconception == "rule-of-thumb"
 
 
 def test_questions_rewritten_so_that_no_printed_number_answers_them():
-    """Issue 18: the batched decode of l03.more-flops and l03.ex-batch1-bound is printed nowhere before it is
+    """Issue 18: the batched decode of l03.more-flops and l03.ex-decode-batch-bound is printed nowhere before it is
     asked, and l03.batch-move comes before the arrows and numbers that show the move."""
     from pathlib import Path
 
@@ -154,7 +154,7 @@ def test_questions_rewritten_so_that_no_printed_number_answers_them():
     assert text.index('ask("l03.batch-move")') < text.index("horizontal: batching")
     assert text.index('ask("l03.batch-move")') < text.index("batching 1 -> 64")
     assert text.index('ask("l03.more-flops")') < text.index("batch_256 =")
-    assert text.index('ask("l03.ex-batch1-bound")') < text.index("for batch in (64, 256, 320, 384, 1024)")
+    assert text.index('ask("l03.ex-decode-batch-bound")') < text.index("for batch in (64, 256, 320, 384, 1024)")
     assert "More FLOP/s does not help" not in text.split('ask("l03.more-flops")')[0]
 
 

@@ -186,6 +186,7 @@ _BANK: dict[str, Question] = {}
 RENAMED: dict[str, str] = {
     "l07.params-for-40": "l07.params-for-mfu",  # it asks for the size at 45% MFU (and a variant's MFU)
     "l08.gpus-30-days": "l08.gpus-for-deadline",  # it asks for 45 days (and a variant's deadline)
+    "l03.ex-batch1-bound": "l03.ex-decode-batch-bound",  # it asks about a decode at batch 320 (or a variant's)
 }
 _hints_shown: dict[str, int] = {}
 _variant: dict[str, dict[str, Any]] = {}  # question id -> this notebook's parameters (a class variant)

@@ -206,7 +206,7 @@ register(
         ),
     ),
     Question(
-        id="l03.ex-batch1-bound",
+        id="l03.ex-decode-batch-bound",
         lesson="03",
         kind="choice",
         prompt="Exercise. A decode step serves {batch} requests at once: X[{batch}, d] @ W[d, d] with d = {d}, in "
