@@ -1,4 +1,4 @@
-"""The course's figures, one module per topic.
+"""The course's figures, one module per topic, in one style (:mod:`roofkit.plots.style`).
 
 Every number on a figure comes from the models below (:mod:`roofkit.perf`, the
 catalogs, the formulas); a module here draws and tabulates, and imports

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InvalidValue
+from . import style
 
 __all__ = ["Level", "memory_levels", "memory_table", "chip", "curves", "time_bars", "time_bounds",
            "TimeBars"]
@@ -138,16 +139,17 @@ def chip(accelerator="h100", reads=(), writes=(), on_chip=(), title=None):
     box = dict(boxstyle="round,pad=0.01,rounding_size=0.02", lw=1.5)
 
     # the die: a row of SMs, then the L2
-    ax.add_patch(FancyBboxPatch((0.02, 0.06), 0.52, 0.82, fc="#f2f6fb", ec="#3b6ea5", **box))
-    ax.text(0.04, 0.84, f"GPU die ({acc.name.removeprefix(acc.vendor + ' ')})", fontsize=11, weight="bold",
-            color="#3b6ea5", va="top")
+    ax.add_patch(FancyBboxPatch((0.02, 0.06), 0.52, 0.82, fc=style.TINT["compute"], ec=style.BOUND["compute"], **box))
+    ax.text(0.04, 0.84, f"GPU die ({acc.name.removeprefix(acc.vendor + ' ')})", fontsize=style.SIZE["title"],
+            weight="bold",
+            color=style.BOUND["compute"], va="top")
     unit, count = acc.compute_unit_name, acc.compute_units
     for i in range(4):
         x = 0.05 + i * 0.1
-        ax.add_patch(FancyBboxPatch((x, 0.52), 0.085, 0.22, fc="white", ec="#3b6ea5", lw=1,
+        ax.add_patch(FancyBboxPatch((x, 0.52), 0.085, 0.22, fc="white", ec=style.BOUND["compute"], lw=1,
                                     boxstyle="round,pad=0.005,rounding_size=0.01"))
-        ax.text(x + 0.0425, 0.63, unit, ha="center", va="center", fontsize=9)
-    ax.text(0.46, 0.63, f"… × {count}" if count else "…", fontsize=11, va="center")
+        ax.text(x + 0.0425, 0.63, unit, ha="center", va="center", fontsize=style.SIZE["text"])
+    ax.text(0.46, 0.63, f"… × {count}" if count else "…", fontsize=style.SIZE["title"], va="center")
     tensor_cores = getattr(acc, "tensor_cores_per_unit", None)
     cores = f"{tensor_cores} tensor cores" if tensor_cores else "tensor cores"
     per_unit = [f"each {unit}: {cores}, CUDA cores"]
@@ -155,26 +157,28 @@ def chip(accelerator="h100", reads=(), writes=(), on_chip=(), title=None):
         per_unit.append(f"registers {_bytes_text(acc.register_file_bytes, binary=True)}")
     if acc.l1_shared_bytes:
         per_unit.append(f"L1 / shared memory {_bytes_text(acc.l1_shared_bytes, binary=True)}")
-    ax.text(0.05, 0.49, "\n".join(per_unit), fontsize=8.5, va="top", color="0.2", linespacing=1.4)
+    ax.text(0.05, 0.49, "\n".join(per_unit), fontsize=style.SIZE["aside"], va="top", color="0.2", linespacing=1.4)
     if acc.l2_bytes:
-        ax.add_patch(FancyBboxPatch((0.05, 0.12), 0.46, 0.1, fc="#dde8f4", ec="#3b6ea5", lw=1,
+        ax.add_patch(FancyBboxPatch((0.05, 0.12), 0.46, 0.1, fc=style.TINT["compute strong"], ec=style.BOUND["compute"], lw=1,
                                     boxstyle="round,pad=0.005,rounding_size=0.01"))
         ax.text(0.28, 0.17, f"L2 cache {_bytes_text(acc.l2_bytes)}, shared by all {unit}s", ha="center",
-                va="center", fontsize=9)
+                va="center", fontsize=style.SIZE["text"])
     if on_chip:
         ax.text(0.52, 0.30, "stays on chip (no traffic):\n" + ", ".join(_flow_text(o)[0] for o in on_chip),
-                ha="right", va="center", fontsize=9, color="#2a7a2a", style="italic")
+                ha="right", va="center", fontsize=style.SIZE["text"], color=style.PALETTE["green"], style="italic")
 
     # the memory
     kind = _memory_kind(acc)
-    ax.add_patch(FancyBboxPatch((0.80, 0.18), 0.18, 0.58, fc="#fbf1e6", ec="#b5651d", **box))
-    ax.text(0.89, 0.56, kind, ha="center", fontsize=13, weight="bold", color="#b5651d")
-    ax.text(0.89, 0.44, f"{_bytes_text(acc.memory_bytes)}" if acc.memory_bytes else "", ha="center", fontsize=10)
-    ax.text(0.89, 0.34, "every tensor\nlives here", ha="center", va="top", fontsize=8.5, color="0.3")
+    ax.add_patch(FancyBboxPatch((0.80, 0.18), 0.18, 0.58, fc=style.TINT["memory"], ec=style.BOUND["memory"], **box))
+    ax.text(0.89, 0.56, kind, ha="center", fontsize=style.SIZE["heading"], weight="bold", color=style.BOUND["memory"])
+    ax.text(0.89, 0.44, f"{_bytes_text(acc.memory_bytes)}" if acc.memory_bytes else "", ha="center",
+            fontsize=style.SIZE["label"])
+    ax.text(0.89, 0.34, "every tensor\nlives here", ha="center", va="top", fontsize=style.SIZE["aside"], color="0.3")
 
     # the link and what crosses it
-    ax.text(0.67, 0.90, f"{_rate_text(acc.bandwidth)} at most", ha="center", fontsize=10, weight="bold")
-    ax.text(0.67, 0.855, "the bytes every lesson counts", ha="center", fontsize=8.5, color="0.3")
+    ax.text(0.67, 0.90, f"{_rate_text(acc.bandwidth)} at most", ha="center", fontsize=style.SIZE["label"],
+            weight="bold")
+    ax.text(0.67, 0.855, "the bytes every lesson counts", ha="center", fontsize=style.SIZE["aside"], color="0.3")
     flows = [(name, size, "read") for name, size in reads] + [(name, size, "write") for name, size in writes]
     if not flows:
         flows = [("", "", "both")]
@@ -183,13 +187,14 @@ def chip(accelerator="h100", reads=(), writes=(), on_chip=(), title=None):
     for i, (name, size, way) in enumerate(flows):
         y = top - (i + 0.5) * step
         start, end = ((0.795, y), (0.545, y)) if way == "read" else ((0.545, y), (0.795, y))
-        style = "<|-|>" if way == "both" else "-|>"
-        colour = "#b5651d" if way == "read" else "#3b6ea5" if way == "write" else "0.3"
-        ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=16, lw=2, color=colour))
+        arrow = "<|-|>" if way == "both" else "-|>"
+        colour = style.BOUND["memory"] if way == "read" else style.BOUND["compute"] if way == "write" else "0.3"
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle=arrow, mutation_scale=16, lw=2, color=colour))
         if name:
-            ax.text(0.67, y + 0.02, f"{name} ({way})", ha="center", va="bottom", fontsize=9, color=colour)
-            ax.text(0.67, y - 0.02, size, ha="center", va="top", fontsize=8.5, color="0.25")
-    ax.set_title(title or f"What crosses between the chip and its {kind}", fontsize=11)
+            ax.text(0.67, y + 0.02, f"{name} ({way})", ha="center", va="bottom", fontsize=style.SIZE["text"],
+                    color=colour)
+            ax.text(0.67, y - 0.02, size, ha="center", va="top", fontsize=style.SIZE["aside"], color="0.25")
+    ax.set_title(title or f"What crosses between the chip and its {kind}", fontsize=style.SIZE["title"])
     return fig
 
 
@@ -211,24 +216,25 @@ def curves(x, series, xlabel, ylabel, title=None, hline=None, span=None, legend=
     fig = Figure(figsize=(8, 4.6), layout="constrained")
     ax = fig.add_subplot()
     for i, item in enumerate(series):
-        label, values, *style = item
-        options = {"color": f"C{i}", "lw": 2, **(style[0] if style else {})}
+        label, values, *extra = item
+        options = {"color": style.CYCLE[i % len(style.CYCLE)], "lw": 2, **(extra[0] if extra else {})}
         ax.loglog(x, np.broadcast_to(np.asarray(values, dtype=float), x.shape), label=label, **options)
     if hline is not None:
         y, text = hline
         ax.axhline(y, color="0.4", lw=1, ls=":")
-        ax.text(x[0] * 1.2, y * 1.15, text, color="0.3", fontsize=9)
+        ax.text(x[0] * 1.2, y * 1.15, text, color="0.3", fontsize=style.SIZE["text"])
     if span is not None:
         at, low, high, text, *where = span
         up = where[0] if where else 0.5
-        ax.annotate("", xy=(at, high), xytext=(at, low), arrowprops=dict(arrowstyle="<->", color="C0"))
-        ax.text(at / 1.15, low ** (1 - up) * high**up, text, color="C0", ha="right", va="center", fontsize=9)
+        ax.annotate("", xy=(at, high), xytext=(at, low), arrowprops=dict(arrowstyle="<->", color=style.PALETTE["blue"]))
+        ax.text(at / 1.15, low ** (1 - up) * high**up, text, color=style.PALETTE["blue"], ha="right", va="center",
+                fontsize=style.SIZE["text"])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
-    ax.grid(True, which="major", color="0.9")
-    ax.legend(loc=legend, fontsize=9)
+    ax.grid(True, which="major", color=style.GRID)
+    ax.legend(loc=legend, fontsize=style.SIZE["text"])
     return fig
 
 
@@ -258,7 +264,8 @@ def time_bars(rows, measured_s=None, ax=None, title=None):
     for i, (name, t_math, t_mem) in enumerate(rows):
         y = -4.5 * i
         light = i > 0
-        bars = ((0, t_math, r"$T_\mathrm{math}$", "C0"), (-1, t_mem, r"$T_\mathrm{mem}$", "C1"))
+        bars = ((0, t_math, r"$T_\mathrm{math}$", style.BOUND["compute"]),
+                (-1, t_mem, r"$T_\mathrm{mem}$", style.BOUND["memory"]))
         for dy, value, label, colour in bars:
             ax.barh(y + dy, value / scale, height=0.8, color=colour, alpha=0.45 if light else 0.85)
             ticks.append(y + dy)
@@ -266,22 +273,23 @@ def time_bars(rows, measured_s=None, ax=None, title=None):
         low, high = max(t_math, t_mem) / scale, (t_math + t_mem) / scale
         ax.plot([low, low], [y + 0.6, y - 1.6], color="0.1", lw=1.5)
         ax.plot([high, high], [y + 0.6, y - 1.6], color="0.1", lw=1.5, ls="--")
-        ax.text(0, y + 1.6, name, fontsize=9, weight="bold", va="bottom")
-        label = dict(fontsize=8, va="top", zorder=6, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none"))
+        ax.text(0, y + 1.6, name, fontsize=style.SIZE["text"], weight="bold", va="bottom")
+        label = dict(fontsize=style.SIZE["small"], va="top", zorder=6, bbox=style.LABEL_BOX)
         ax.text(low, y - 1.7, f"max {low:.3g}", ha="right", **label)
-        ax.text(high, y + 0.7, f"sum {high:.3g}", ha="left", va="bottom", fontsize=8, zorder=6,
+        ax.text(high, y + 0.7, f"sum {high:.3g}", ha="left", va="bottom", fontsize=style.SIZE["small"], zorder=6,
                 bbox=label["bbox"])
     if measured_s is not None:
-        ax.axvline(measured_s / scale, color="C3", lw=2)
-        ax.text(measured_s / scale, 2.3, f" measured {measured_s / scale:.3g} {unit}", color="C3", fontsize=9,
+        ax.axvline(measured_s / scale, color=style.MEASURED, lw=2)
+        ax.text(measured_s / scale, 2.3, f" measured {measured_s / scale:.3g} {unit}", color=style.MEASURED,
+                fontsize=style.SIZE["text"],
                 va="bottom")
-    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.set_yticks(ticks, labels, fontsize=style.SIZE["small"])
     ax.set_ylim(-4.5 * (len(rows) - 1) - 2.6, 3.0)
     ax.set_xlim(0, longest / scale * 1.22)
-    ax.set_xlabel(f"time ({unit})\nsolid line: max (overlap); dashed: sum (no overlap)", fontsize=9)
-    ax.grid(True, axis="x", color="0.9")
+    ax.set_xlabel(f"time ({unit})\nsolid line: max (overlap); dashed: sum (no overlap)", fontsize=style.SIZE["text"])
+    ax.grid(True, axis="x", color=style.GRID)
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=style.SIZE["label"])
     return ax.figure
 
 
@@ -323,27 +331,28 @@ class TimeBars:
         if not names:
             raise InvalidValue("TimeBars needs at least one row name (a set of roofs).")
         self.ax, self.rows, ticks, labels = ax, [], [], []
-        box = dict(boxstyle="round,pad=0.1", fc="white", ec="none")
+        box = style.LABEL_BOX
         for i, name in enumerate(names):
             y, alpha = -4.5 * i, 0.45 if i > 0 else 0.85
             bars = [ax.barh(y + dy, 0.0, height=0.8, color=colour, alpha=alpha)[0]
-                    for dy, colour in ((0, "C0"), (-1, "C1"))]
+                    for dy, colour in ((0, style.BOUND["compute"]), (-1, style.BOUND["memory"]))]
             ticks += [y, y - 1]
             labels += [r"$T_\mathrm{math}$", r"$T_\mathrm{mem}$"]
             low = ax.plot([0, 0], [y + 0.6, y - 1.6], color="0.1", lw=1.5)[0]
             high = ax.plot([0, 0], [y + 0.6, y - 1.6], color="0.1", lw=1.5, ls="--")[0]
-            ax.text(0, y + 1.6, name, fontsize=9, weight="bold", va="bottom")
-            low_text = ax.text(0, y - 1.7, "", ha="right", fontsize=8, va="top", zorder=6, bbox=box)
-            high_text = ax.text(0, y + 0.7, "", ha="left", va="bottom", fontsize=8, zorder=6, bbox=box)
+            ax.text(0, y + 1.6, name, fontsize=style.SIZE["text"], weight="bold", va="bottom")
+            low_text = ax.text(0, y - 1.7, "", ha="right", fontsize=style.SIZE["small"], va="top", zorder=6, bbox=box)
+            high_text = ax.text(0, y + 0.7, "", ha="left", va="bottom", fontsize=style.SIZE["small"], zorder=6,
+                                bbox=box)
             self.rows.append((bars, low, high, low_text, high_text))
-        ax.set_yticks(ticks, labels, fontsize=8)
+        ax.set_yticks(ticks, labels, fontsize=style.SIZE["small"])
         ax.set_ylim(-4.5 * (len(names) - 1) - 2.6, 3.0)
         ax.set_xlim(0, 1.22)
         ax.set_xticks([])
         ax.set_xlabel("time, to scale (the longest sum spans the bars)\n"
-                      "solid line: max (overlap); dashed: sum (no overlap)", fontsize=9)
+                      "solid line: max (overlap); dashed: sum (no overlap)", fontsize=style.SIZE["text"])
         if title:
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=style.SIZE["label"])
         self.artists = [a for bars, *rest in self.rows for a in (*bars, *rest)]
 
     def update(self, rows) -> None:

@@ -29,6 +29,7 @@ from ..perf import fusion, roofline
 from ..catalogs import hardware
 from ..errors import InvalidValue
 from ..perf.roofline import _short
+from . import style
 
 __all__ = ["BANDS", "band", "ProfileRow", "profile", "profile_table", "launch_overhead", "flash_tiles",
            "flash_intensity", "amdahl"]
@@ -120,10 +121,10 @@ def launch_overhead(ops=("bias_add", "gelu"), hw="h100", dtype="bf16", sizes=(1e
     ax = _axes(ax, (8, 4.5))
     names = " + ".join(ops)
     k = one.launches_unfused
-    ax.loglog(n, [t["unfused_s"] for t in times], color="C0", lw=2, label=f"{names}, {k} kernels")
-    ax.loglog(n, [t["fused_s"] for t in times], color="C1", lw=2, label="fused, 1 kernel")
+    ax.loglog(n, [t["unfused_s"] for t in times], color=style.PALETTE["blue"], lw=2, label=f"{names}, {k} kernels")
+    ax.loglog(n, [t["fused_s"] for t in times], color=style.PALETTE["orange"], lw=2, label="fused, 1 kernel")
     us = 1e6
-    for count, color in ((k, "C0"), (1, "C1")):
+    for count, color in ((k, style.PALETTE["blue"]), (1, style.PALETTE["orange"])):
         ax.axhline(count * launch_overhead_s, color=color, ls="--", lw=1,
                    label=f"CPU issuing {count} launch{'es' if count > 1 else ''} "
                          f"({count} x {launch_overhead_s * us:.2g} µs)")
@@ -132,10 +133,10 @@ def launch_overhead(ops=("bias_add", "gelu"), hw="h100", dtype="bf16", sizes=(1e
                        label=f"GPU floor of {count} kernel{'s' if count > 1 else ''} "
                              f"({count} x {kernel_floor_s * us:.2g} µs)")
     ax.axvline(crossing, color="0.7", lw=1)
-    ax.text(crossing / 1.3, 1e-3, "memory time =\nfixed costs", color="0.4", fontsize=9, ha="right")
+    ax.text(crossing / 1.3, 1e-3, "memory time =\nfixed costs", color="0.4", fontsize=style.SIZE["text"], ha="right")
     ax.set(xlabel=f"elements n ({dtype.upper()})", ylabel=f"predicted time on the {_short(accelerator.name)} (s)",
            title="Small tensors pay a fixed cost per kernel, large ones for their bytes")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", fontsize=style.SIZE["small"])
     return ax.figure
 
 
@@ -166,20 +167,23 @@ def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0, sc
         for j in range(tiles):
             skipped = causal and j > i
             active = i == row_tile and not skipped
-            left.add_patch(Rectangle((j, i), 1, 1, fc="#dd8452" if active else "0.97" if skipped else "#c9d7ea",
+            left.add_patch(Rectangle((j, i), 1, 1,
+                                     fc=style.BOUND["memory"] if active else "0.97" if skipped else style.TINT["compute strong"],
                                      ec="white" if not skipped else "0.85", lw=1.5, hatch="//" if skipped else None))
-    left.add_patch(Rectangle((0, row_tile), tiles, 1, fill=False, ec="#a0522d", lw=2))
-    left.text(-0.15, row_tile + 0.5, "Q tile i\n(on chip)", ha="right", va="center", fontsize=9, color="#a0522d")
-    left.text(tiles / 2, -0.2, "K and V blocks j, read from HBM in turn →", ha="center", va="bottom", fontsize=9)
+    left.add_patch(Rectangle((0, row_tile), tiles, 1, fill=False, ec=style.ON_CHIP, lw=2))
+    left.text(-0.15, row_tile + 0.5, "Q tile i\n(on chip)", ha="right", va="center", fontsize=style.SIZE["text"],
+              color=style.ON_CHIP)
+    left.text(tiles / 2, -0.2, "K and V blocks j, read from HBM in turn →", ha="center", va="bottom",
+              fontsize=style.SIZE["text"])
     left.text(-0.15, tiles / 2 + (1.3 if row_tile < tiles / 2 else -1.3), "query tiles ↓", ha="right", va="center",
-              fontsize=9)
+              fontsize=style.SIZE["text"])
     last = row_tile if causal else tiles - 1
     left.add_patch(FancyArrowPatch((0.5, row_tile + 0.5), (last + 0.5, row_tile + 0.5), arrowstyle="-|>",
                                    mutation_scale=12, color="0.15", lw=1.2))
     note = ("each tile: S = Q K^T and P = softmax on chip,\nO += P V; S and P never reach HBM."
             + ("\nHatched: above the causal diagonal, skipped." if causal else ""))
-    left.text(tiles / 2, tiles + 0.25, note, ha="center", va="top", fontsize=8.5, color="0.25")
-    left.set_title("Tiles: K and V are read once per query tile", fontsize=10)
+    left.text(tiles / 2, tiles + 0.25, note, ha="center", va="top", fontsize=style.SIZE["aside"], color="0.25")
+    left.set_title("Tiles: K and V are read once per query tile", fontsize=style.SIZE["label"])
 
     # --- the online softmax of one row ---
     blocks = (row_tile + 1) if causal else tiles
@@ -194,20 +198,21 @@ def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0, sc
                                f"{x.size if x.ndim == 1 else x.shape}.")
     state = fusion.online_softmax(x, scores_per_block)
     positions = np.arange(x.size)
-    colors = [("#f3c9a8", "#dd8452")[(k // scores_per_block) % 2] for k in positions]
+    colors = [(style.TINT["memory strong"], style.BOUND["memory"])[(k // scores_per_block) % 2] for k in positions]
     right.bar(positions, x, color=colors, width=0.85)
     for j, (m, l) in enumerate(zip(state.maxima, state.sums)):
         a, b = j * scores_per_block - 0.5, (j + 1) * scores_per_block - 0.5
-        right.plot([a, b], [m, m], color="#a0522d", lw=2, label="running max m" if j == 0 else None)
-        right.text((a + b) / 2, m + 0.35, f"m = {m:.2f}\nℓ = {l:.3g}", ha="center", va="bottom", fontsize=8,
-                    color="#a0522d")
+        right.plot([a, b], [m, m], color=style.ON_CHIP, lw=2, label="running max m" if j == 0 else None)
+        right.text((a + b) / 2, m + 0.35, f"m = {m:.2f}\nℓ = {l:.3g}", ha="center", va="bottom",
+                   fontsize=style.SIZE["small"],
+                    color=style.ON_CHIP)
         if j:
             right.axvline(a, color="0.8", lw=0.8)
     right.set(xlabel=f"the scores of one query row, {blocks} blocks of {scores_per_block}", ylabel="score z",
               ylim=(min(0.0, x.min()) - 0.5, x.max() + 2.2))
     right.set_title("Online softmax: per block, update the running max m and sum ℓ\n"
-                    "ℓ ← ℓ·e^(m_old − m) + Σ e^(z − m); at the end p = e^(z − m) / ℓ", fontsize=10)
-    right.legend(loc="upper left", fontsize=8)
+                    "ℓ ← ℓ·e^(m_old − m) + Σ e^(z − m); at the end p = e^(z − m) / ℓ", fontsize=style.SIZE["label"])
+    right.legend(loc="upper left", fontsize=style.SIZE["small"])
     return fig
 
 
@@ -227,18 +232,18 @@ def flash_intensity(hw="h100", dtype="bf16", head_dim=128, on_chip=(), seq_range
     ax.loglog(seq, ideal, color="0.15", lw=2, label="ideal: Q, K, V and O cross HBM once")
     for i, (label, M) in enumerate(dict(on_chip).items()):
         tiled = formulas.attention_fused(1, heads, seq, head_dim, dtype, on_chip_bytes=M).intensity
-        ax.loglog(seq, tiled, color=f"C{i}", lw=2, label=label)
+        ax.loglog(seq, tiled, color=style.CYCLE[i % len(style.CYCLE)], lw=2, label=label)
         ax.annotate(f"{tiled[-1]:,.0f}", (seq[-1], tiled[-1]), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=8, color=f"C{i}")
+                    va="center", fontsize=style.SIZE["small"], color=style.CYCLE[i % len(style.CYCLE)])
     ridge = accelerator.ridge(dtype)
-    ax.axhline(ridge, color="tab:red", ls=":", lw=1.2)
+    ax.axhline(ridge, color=style.LIMIT, ls=":", lw=1.2)
     ax.annotate(f"{_short(accelerator.name)} {dtype.upper()} ridge: {ridge:.0f} FLOP/byte", (seq[-1], ridge),
-                xytext=(-2, 4), textcoords="offset points", color="tab:red", fontsize=9, ha="right")
+                xytext=(-2, 4), textcoords="offset points", color=style.LIMIT, fontsize=style.SIZE["text"], ha="right")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(lambda v, _: f"{v / 1024:g}K" if v >= 1024 else f"{v:g}")
     ax.set(xlabel="sequence length s (queries = keys)", ylabel="arithmetic intensity (FLOP/byte)",
            title=f"FlashAttention, d_h = {head_dim}, {dtype.upper()}: tiles make the intensity level off")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", fontsize=style.SIZE["small"])
     return ax.figure
 
 
@@ -252,12 +257,14 @@ def amdahl(shares=(0.1, 0.3, 0.5, 0.9), mark=(0.1, 2), speedups=(1, 100), ax=Non
     s = np.logspace(np.log10(speedups[0]), np.log10(speedups[1]), 101)
     ax = _axes(ax, (8, 4.5))
     for i, p in enumerate(shares):
-        ax.loglog(s, [fusion.amdahl(p, x) for x in s], color=f"C{i}", label=f"part = {p:.0%} of the time")
-        ax.axhline(fusion.amdahl(p, math.inf), color=f"C{i}", ls=":", lw=1)
+        ax.loglog(s, [fusion.amdahl(p, x) for x in s], color=style.CYCLE[i % len(style.CYCLE)],
+                  label=f"part = {p:.0%} of the time")
+        ax.axhline(fusion.amdahl(p, math.inf), color=style.CYCLE[i % len(style.CYCLE)], ls=":", lw=1)
     if mark is not None:
         p, x = mark
         ax.plot([x], [fusion.amdahl(p, x)], "ko", ms=5)
-        ax.annotate(f"{p:.0%} part, {x:g}x faster", xy=(x, fusion.amdahl(p, x)), xytext=(x * 1.3, 1.2), fontsize=9,
+        ax.annotate(f"{p:.0%} part, {x:g}x faster", xy=(x, fusion.amdahl(p, x)), xytext=(x * 1.3, 1.2),
+                    fontsize=style.SIZE["text"],
                     arrowprops=dict(arrowstyle="-", color="0.4"))
     ticks = [1] + [fusion.amdahl(p, math.inf) for p in shares]
     ax.set_yticks(ticks, [f"{t:.3g}" for t in ticks], minor=False)

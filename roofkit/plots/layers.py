@@ -28,6 +28,7 @@ from .. import formulas
 from ..catalogs import hardware
 from ..perf import roofline
 from ..errors import InvalidValue
+from . import style
 
 __all__ = ["GEMMS", "FAMILY", "place", "total", "table", "dots", "rooflines", "time_bars", "decode_rate",
            "decode_throughput"]
@@ -150,20 +151,22 @@ def time_bars(designs, title=None, unit="µs"):
         left = 0.0
         for colour, (part, member) in enumerate(PARTS):
             width = sum(p.time_s for name, p in placed.items() if member(name)) * scale
-            ax.barh(row, width, left=left, color=f"C{colour}", label=part if row == 0 else None, gid=part)
+            ax.barh(row, width, left=left, color=style.CYCLE[colour % len(style.CYCLE)],
+                    label=part if row == 0 else None, gid=part)
             if width > 0.04 * total(placed) * scale:
-                ax.text(left + width / 2, row, f"{width:.0f}", ha="center", va="center", color="white", fontsize=9)
+                ax.text(left + width / 2, row, f"{width:.0f}", ha="center", va="center", color="white",
+                        fontsize=style.SIZE["text"])
             left += width
         ends.append(left)
     for row, end in enumerate(ends):
-        ax.text(end + 0.01 * max(ends), row, f"{end:.0f} {unit}", va="center", fontsize=9)
+        ax.text(end + 0.01 * max(ends), row, f"{end:.0f} {unit}", va="center", fontsize=style.SIZE["text"])
     ax.set_yticks(range(len(designs)), list(designs))
     ax.invert_yaxis()
     ax.set_xlim(0, 1.18 * max(ends))
     ax.set_xlabel(f"predicted time of one layer ({unit}, sum of the kernels' lower bounds)")
     if title:
         ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=style.SIZE["small"])
     return fig
 
 
@@ -201,11 +204,11 @@ def decode_throughput(model, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), co
         points = [decode_rate(shape, b, context, hw, dtype) for b in batches]
         rate = [r for r, _ in points]
         fits = [m <= acc.capacity_bytes for _, m in points]
-        ax.plot(batches, rate, color=f"C{colour}", label=f"context {context:,}")
+        ax.plot(batches, rate, color=style.CYCLE[colour % len(style.CYCLE)], label=f"context {context:,}")
         ax.scatter([b for b, ok in zip(batches, fits) if ok], [r for r, ok in zip(rate, fits) if ok],
-                   color=f"C{colour}", zorder=3, gid="fits")
+                   color=style.CYCLE[colour % len(style.CYCLE)], zorder=3, gid="fits")
         ax.scatter([b for b, ok in zip(batches, fits) if not ok], [r for r, ok in zip(rate, fits) if not ok],
-                   facecolors="white", edgecolors=f"C{colour}", zorder=3, gid="does-not-fit")
+                   facecolors="white", edgecolors=style.CYCLE[colour % len(style.CYCLE)], zorder=3, gid="does-not-fit")
     weights_only = [decode_rate(shape, b, 1, hw, dtype, skip=("attn",))[0] for b in batches]
     ax.plot(batches, weights_only, color="0.4", ls="--", label="weights only (KV cache not read)")
     ax.axvline(roofline.decode_batch_to_compute_bound(shape.d_model, acc, dtype), color="0.5", ls=":",
@@ -216,7 +219,7 @@ def decode_throughput(model, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), co
     ax.set_xlabel("batch (sequences decoded together)")
     ax.set_ylabel("tokens/s (all sequences)")
     ax.set_title(f"{shape.name} decode on {roofline._short(acc.name)}, {dtype.upper()}, roofline bound "
-                 "(hollow: does not fit in memory)", fontsize=10)
-    ax.grid(True, color="0.9")
-    ax.legend(fontsize=8)
+                 "(hollow: does not fit in memory)", fontsize=style.SIZE["label"])
+    ax.grid(True, color=style.GRID)
+    ax.legend(fontsize=style.SIZE["small"])
     return fig

@@ -25,11 +25,13 @@ from __future__ import annotations
 import math
 
 from ..perf import roofline
+from . import style
 
 __all__ = ["profile_plot", "STYLE", "FILL"]
 
-STYLE = {"add": ("o", "C2"), "reduction": ("s", "C3"), "gemv": ("D", "C4"), "gemm": ("^", "C5"),
-         "softmax": ("v", "C6")}
+STYLE = {"add": ("o", style.PALETTE["green"]), "reduction": ("s", style.PALETTE["red"]),
+         "gemv": ("D", style.PALETTE["purple"]), "gemm": ("^", style.PALETTE["brown"]),
+         "softmax": ("v", style.PALETTE["pink"])}
 FILL = {"L2": ("full", "filled: in L2"), "LLC": ("left", "half: in the last-level cache"),
         ">LLC": ("bottom", "bottom half: partly in the last-level cache"),
         "DRAM": ("none", "hollow: in memory (DRAM)")}
@@ -68,9 +70,9 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
                 markerfacecoloralt="white", gid="measured", zorder=5)
         percent = roofline.percent_of_roofline(k.achieved_flops_per_s, k.intensity, P, B)
         ax.annotate(f"{percent:.0f}%", xy=(k.intensity, k.achieved_flops_per_s), xytext=(7, -12),
-                    textcoords="offset points", fontsize=8, color=color, gid="measured-label",
+                    textcoords="offset points", fontsize=style.SIZE["small"], color=color, gid="measured-label",
                     fontweight="bold" if percent > 100 else "normal",
-                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+                    bbox=dict(style.LABEL_BOX, alpha=0.8))
     handles, _ = ax.get_legend_handles_labels()
     kinds = list(dict.fromkeys(k.kernel for k in shown))
     handles += [Line2D([], [], marker=STYLE.get(kind, ("o", "0.2"))[0], color=STYLE.get(kind, ("o", "0.2"))[1],
@@ -88,7 +90,7 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
         if any(k.intensity >= P / B for k in over):
             lines.append("On the flat roof: noise; no cache raises\nthe compute roof (see the checks).")
         handles.append(Line2D([], [], linestyle="none", label="\n".join(lines)))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=style.SIZE["small"])
     from matplotlib.ticker import NullLocator
 
     for axis in (ax.xaxis, ax.yaxis):  # every decade is labelled; unlabelled minor ticks cost half the drawing

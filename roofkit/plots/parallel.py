@@ -27,16 +27,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InvalidValue
+from . import style
 
 __all__ = ["Curve", "collective_plot", "step_plot", "memory_plot", "plan_table", "link_table", "published_plot",
            "published_table", "STEP_PARTS", "MEMORY_PARTS", "PlanBars"]
 
 # (attribute or memory key, label, colour, hatch)
-STEP_PARTS = (("compute_s", "compute", "#4c72b0", ""), ("communication_s", "exposed communication", "#dd8452", ""),
-              ("bubble_s", "pipeline bubble", "#c7c7c7", "//"), ("optimizer_s", "optimizer", "#55a868", ""))
-MEMORY_PARTS = (("weights", "weights", "#4c72b0"), ("grads", "gradients", "#55a868"),
-                ("optimizer", "optimizer states", "#8172b3"), ("activations", "activations", "#dd8452"),
-                ("gathered", "gathered weights (ZeRO-3)", "#937860"))
+STEP_PARTS = (("compute_s", "compute", style.BOUND["compute"], ""),
+              ("communication_s", "exposed communication", style.BOUND["communication"], ""),
+              ("bubble_s", "pipeline bubble", style.PARTS["bubble"], "//"),
+              ("optimizer_s", "optimizer", style.PALETTE["olive"], ""))
+MEMORY_PARTS = (("weights", "weights", style.PARTS["weights"]), ("grads", "gradients", style.PARTS["gradients"]),
+                ("optimizer", "optimizer states", style.PARTS["optimizer"]),
+                ("activations", "activations", style.PARTS["activations"]),
+                ("gathered", "gathered weights (ZeRO-3)", style.PARTS["gathered"]))
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
         ax = Figure(figsize=(8.5, 5), layout="constrained").add_subplot()
     S = np.geomspace(lo, hi, 49)
     for i, curve in enumerate(chosen):
-        colour = f"C{i}"
+        colour = style.CYCLE[i % len(style.CYCLE)]
         times = curve.times(name, S)
         star = curve.latency_bound_below(name, S)
         ax.plot(S, times, color=colour, lw=1.6, gid="collective-time", label=curve.title())
@@ -152,7 +156,7 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
             t_star = float(curve.times(name, [star])[0])
             ax.plot([star], [t_star], "o", color=colour, ms=6, gid="latency-bound size")
             ax.annotate(f"S* = {_bytes(star)}", (star, t_star), xytext=(-6, 7), textcoords="offset points",
-                        ha="right", fontsize=8, color=colour)
+                        ha="right", fontsize=style.SIZE["small"], color=colour)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -162,10 +166,10 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
     ax.yaxis.set_major_formatter(EngFormatter(unit="s"))
     for axis in (ax.xaxis, ax.yaxis):  # decades only: minor ticks of a log axis cost a second to lay out
         axis.set_minor_locator(NullLocator())
-    ax.grid(True, which="major", color="0.9", lw=0.6)
+    ax.grid(True, which="major", color=style.GRID, lw=0.6)
     ax.set_title(title or f"{name}: T = steps·α + f·S/β, the best protocol at each size")
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9,
-              title="broad band: latency-bound, S < S* (the α terms outweigh S/β)", title_fontsize=8)
+    ax.legend(loc="upper left", fontsize=style.SIZE["small"], framealpha=0.9,
+              title="broad band: latency-bound, S < S* (the α terms outweigh S/β)", title_fontsize=style.SIZE["small"])
     return ax.figure
 
 
@@ -187,10 +191,11 @@ def _plans(plans) -> list:
 
 def _finish(ax, title: str, ncols: int, pad: int):
     """A bar chart's light vertical grid, its legend above the bars, its title; the figure."""
-    ax.grid(True, axis="x", color="0.9", lw=0.6)
+    ax.grid(True, axis="x", color=style.GRID, lw=0.6)
     ax.set_axisbelow(True)
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8, frameon=False, ncols=ncols, borderaxespad=0.2)
-    ax.set_title(title, loc="left", fontsize=10, pad=pad)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=style.SIZE["small"], frameon=False, ncols=ncols,
+              borderaxespad=0.2)
+    ax.set_title(title, loc="left", fontsize=style.SIZE["label"], pad=pad)
     return ax.figure
 
 
@@ -224,8 +229,8 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
     end = max(1.0 if share else p.step_time_s for p in chosen)
     for y, p in zip(rows, chosen):
         x = 1.0 if share else p.step_time_s
-        ax.text(x + end * 0.01, y, f"MFU {p.mfu:.0%}, {p.step_time_s:.3g} s", va="center", fontsize=8)
-    ax.set_yticks(list(rows), names, fontsize=8)
+        ax.text(x + end * 0.01, y, f"MFU {p.mfu:.0%}, {p.step_time_s:.3g} s", va="center", fontsize=style.SIZE["small"])
+    ax.set_yticks(list(rows), names, fontsize=style.SIZE["small"])
     ax.set_xlim(0, end * 1.22)
     if share:
         from matplotlib.ticker import PercentFormatter
@@ -267,17 +272,17 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     if capacity:
         from ..catalogs import hardware
 
-        ax.axvline(capacity / 1e9, color="#c44e52", ls="--", lw=1.2, gid="capacity")
         acc = hardware.get(chosen[0].accelerator)
-        ax.text(capacity / 1e9, len(chosen) - 0.45, f" {acc.name.removeprefix(acc.vendor + ' ')}",
-                color="#c44e52", fontsize=8, va="bottom")
+        style.limit_line(ax, capacity / 1e9, acc.name.removeprefix(acc.vendor + " "), y=len(chosen) - 0.45,
+                         gid="capacity")
     for y, p, total, estimate in zip(rows, chosen, left, estimates):
         verdict = "" if p.fits is None else (" fits" if p.fits else " does not fit")
         more = f"; estimate {estimate:.3g}" if estimate > total * 1.001 else ""
-        ax.text(max(total, estimate) + end * 0.01, y, f"{total:.3g} GB{verdict}{more}", va="center", fontsize=8,
-                color="#c44e52" if p.fits is False else "black",
+        ax.text(max(total, estimate) + end * 0.01, y, f"{total:.3g} GB{verdict}{more}", va="center",
+                fontsize=style.SIZE["small"],
+                color=style.LIMIT if p.fits is False else "black",
                 bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
-    ax.set_yticks(list(rows), names, fontsize=8)
+    ax.set_yticks(list(rows), names, fontsize=style.SIZE["small"])
     ax.set_xlim(0, end * (1.4 if marked else 1.25))
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
@@ -349,7 +354,7 @@ def published_plot(rows, ax=None, title=None):
     grid = np.geomspace(lo, hi, 50)
     ax.fill_between(grid, grid / 1.2, grid * 1.2, color="0.92", lw=0, gid="band", label="within 1.2x")
     ax.plot(grid, grid, color="0.4", lw=1, gid="diagonal", label="predicted = published")
-    for which, colour in (("fitting", "#4c72b0"), ("held-out", "#dd8452")):
+    for which, colour in (("fitting", style.PALETTE["blue"]), ("held-out", style.PALETTE["orange"])):
         chosen = [r for r in rows if r["set"] == which]
         if not chosen:
             continue
@@ -368,9 +373,10 @@ def published_plot(rows, ax=None, title=None):
         axis.set_minor_locator(NullLocator())
     ax.set_xlabel("published step time (s)")
     ax.set_ylabel("roofkit's step time (s)")
-    ax.grid(True, which="major", color="0.9", lw=0.6)
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
-    ax.set_title(title or "Published training runs: the bound below the diagonal, the estimate on it", fontsize=10)
+    ax.grid(True, which="major", color=style.GRID, lw=0.6)
+    ax.legend(loc="upper left", fontsize=style.SIZE["small"], framealpha=0.9)
+    ax.set_title(title or "Published training runs: the bound below the diagonal, the estimate on it",
+                 fontsize=style.SIZE["label"])
     return ax.figure
 
 
@@ -396,9 +402,8 @@ class PlanBars:
         end = 2 * self.capacity if self.capacity else 1.0
         if self.capacity:
             # drawn over the bars, as memory_plot draws it
-            self.artists.append(memory_ax.axvline(self.capacity, color="#c44e52", ls="--", lw=1.2, gid="capacity"))
-            memory_ax.text(self.capacity, 0.55, f" {accelerator}", color="#c44e52", fontsize=8, va="bottom")
-        self.total = memory_ax.text(0, 0, "", va="center", fontsize=8,
+            self.artists.append(style.limit_line(memory_ax, self.capacity, accelerator, gid="capacity")[0])
+        self.total = memory_ax.text(0, 0, "", va="center", fontsize=style.SIZE["small"],
                                     bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
         memory_ax.set_yticks([0], [""])
         memory_ax.set_xlim(0, end)
@@ -407,7 +412,7 @@ class PlanBars:
         _finish(memory_ax, "memory per GPU", ncols=2, pad=34)
         self.step = [step_ax.barh([0], [0.0], color=colour, hatch=hatch, edgecolor="white", height=0.6, label=label,
                                   gid=attribute)[0] for attribute, label, colour, hatch in STEP_PARTS]
-        self.step_text = step_ax.text(1.01, 0, "", va="center", fontsize=8)
+        self.step_text = step_ax.text(1.01, 0, "", va="center", fontsize=style.SIZE["small"])
         step_ax.set_yticks([0], [""])
         step_ax.set_xlim(0, 1.3)
         step_ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
@@ -425,7 +430,7 @@ class PlanBars:
             left += plan.memory.get(key, 0.0) / 1e9
         verdict = "" if plan.fits is None else (" fits" if plan.fits else " does not fit")
         self.total.set_text(f"{left:.3g} GB{verdict}")
-        self.total.set_color("#c44e52" if plan.fits is False else "black")
+        self.total.set_color(style.LIMIT if plan.fits is False else "black")
         inside = left + self.end * 0.01 < self.end * 0.8
         self.total.set_x(left + self.end * 0.01 if inside else self.end * 0.99)
         self.total.set_horizontalalignment("left" if inside else "right")

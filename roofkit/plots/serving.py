@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..errors import InvalidValue
 from ..units import whole
 from ..perf.inference import latency, memory
+from . import style
 
 __all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES", "frontier",
            "plot_frontier", "plot_published", "GPU_COUNTS", "MemoryBar", "BatchCurve"]
@@ -44,8 +45,8 @@ def draw_batch(ax, sweep: dict, title: str | None = None) -> None:
     """TPOT (left axis, ms) and tokens/s (right axis) against the batch; hollow markers do not fit in memory."""
     x, tpot, rate, fits = sweep["batch"], [t * 1e3 for t in sweep["tpot_s"]], sweep["tokens_per_s"], sweep["fits"]
     right = ax.twinx()
-    for axis, y, colour, label in ((ax, tpot, "C0", "time per output token (ms)"),
-                                   (right, rate, "C3", "tokens/s (the whole batch)")):
+    for axis, y, colour, label in ((ax, tpot, style.PALETTE["blue"], "time per output token (ms)"),
+                                   (right, rate, style.PALETTE["red"], "tokens/s (the whole batch)")):
         axis.plot(x, y, color=colour, label=label)
         axis.scatter([a for a, ok in zip(x, fits) if ok], [b for b, ok in zip(y, fits) if ok], color=colour, zorder=3)
         axis.scatter([a for a, ok in zip(x, fits) if not ok], [b for b, ok in zip(y, fits) if not ok],
@@ -56,15 +57,16 @@ def draw_batch(ax, sweep: dict, title: str | None = None) -> None:
     if limit >= 1:
         ax.axvline(limit, color="0.3", ls="--")
         ax.annotate(f"memory limit:\nbatch {limit}", (limit, 0.03), xycoords=("data", "axes fraction"),
-                    xytext=(6, 0), textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.3")
+                    xytext=(6, 0), textcoords="offset points", ha="left", va="bottom", fontsize=style.SIZE["small"],
+                    color="0.3")
     else:
         ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center", color="0.3")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter("{x:g}")
     ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
-    ax.grid(True, color="0.92")
+    ax.grid(True, color=style.GRID)
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=style.SIZE["label"])
 
 
 def plot_batch(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
@@ -84,7 +86,9 @@ def plot_batch(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", w
     return fig
 
 
-_PARTS = (("reserve", "0.65"), ("weights", "C0"), ("KV cache", "C1"), ("free", "0.9"))
+_PARTS = (("reserve", style.PARTS["reserve"]), ("weights", style.PARTS["weights"]), ("KV cache",
+                                                                                     style.PARTS["kv cache"]),
+          ("free", style.PARTS["free"]))
 
 
 def draw_memory(ax, plan: memory.MemoryPlan) -> None:
@@ -99,15 +103,14 @@ def draw_memory(ax, plan: memory.MemoryPlan) -> None:
         width = parts[name]
         ax.barh(0, width, left=left, height=0.6, color=colour, label=f"{name}: {width:.3g} GB")
         left += width
-    ax.axvline(capacity, ymax=0.66, color="C3", lw=2)  # below the legend
-    ax.text(capacity, -0.72, f" {capacity:.3g} GB per GPU", fontsize=8, color="C3", va="bottom")
+    style.limit_line(ax, capacity, f"{capacity:.3g} GB per GPU", y=-0.72, ymax=0.66, lw=2, ls="-")  # below the legend
     ax.set_xlim(0, max(left, capacity) * 1.15)
     ax.set_ylim(-0.75, 0.85)
     ax.set_yticks([])
     ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
     verdict = "fits" if plan.fits else ("the weights do not fit" if not plan.weights_fit else "does not fit")
-    ax.set_title(f"batch {plan.batch} x {plan.context:,} tokens: {verdict}", fontsize=10)
-    ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0, 1.02))
+    ax.set_title(f"batch {plan.batch} x {plan.context:,} tokens: {verdict}", fontsize=style.SIZE["label"])
+    ax.legend(loc="upper left", ncol=4, fontsize=style.SIZE["small"], frameon=False, bbox_to_anchor=(0, 1.02))
 
 
 def plot_memory(plan: memory.MemoryPlan):
@@ -157,21 +160,22 @@ def plot_frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS,
     ax = fig.add_subplot()
     for i, n in enumerate(sorted({p["gpus"] for p in points})):
         mine = [p for p in points if p["gpus"] == n]
-        ax.plot([p["per_user"] for p in mine], [p["per_gpu"] for p in mine], "o-", color=f"C{i}", ms=4,
+        ax.plot([p["per_user"] for p in mine], [p["per_gpu"] for p in mine], "o-",
+                color=style.CYCLE[i % len(style.CYCLE)], ms=4,
                 label=f"{n} GPU" if n == 1 else f"{n} GPUs, tensor parallel")
         last = mine[-1]
         ax.annotate(f"B={last['batch']}", (last["per_user"], last["per_gpu"]), xytext=(4, 5), ha="left",
-                    textcoords="offset points", fontsize=7, color=f"C{i}")
+                    textcoords="offset points", fontsize=style.SIZE["tiny"], color=style.CYCLE[i % len(style.CYCLE)])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens/s per user (1 / TPOT): faster to the right")
     ax.set_ylabel("output tokens/s per GPU: cheaper up")
-    ax.grid(True, which="both", color="0.92")
-    ax.legend(fontsize=8, frameon=False, loc="lower left")
+    ax.grid(True, which="both", color=style.GRID)
+    ax.legend(fontsize=style.SIZE["small"], frameon=False, loc="lower left")
     acc = hardware.get(hw)
     ax.set_title(title or f"{models.get(model).name} on {acc.name.removeprefix(acc.vendor + ' ')}, "
                           f"{input_tokens:,} in / {output_tokens:,} out, {'calibrated' if calibrated else 'bound'}",
-                 fontsize=10)
+                 fontsize=style.SIZE["label"])
     return fig
 
 
@@ -187,24 +191,27 @@ def plot_published(rows, title=None):
     ax = fig.add_subplot()
     labels = [_label(r) for r in rows]
     y = list(range(len(rows)))[::-1]
-    ax.scatter([r["bound_speed"] for r in rows], y, marker="^", color="C3", label="bound (datasheet roofs)", zorder=3)
+    ax.scatter([r["bound_speed"] for r in rows], y, marker="^", color=style.PALETTE["red"],
+               label="bound (datasheet roofs)", zorder=3)
     estimated = [(r["calibrated_speed"], yy) for r, yy in zip(rows, y) if r.get("calibrated_speed") is not None]
     if estimated:
-        ax.scatter([e for e, _ in estimated], [yy for _, yy in estimated], marker="o", color="C0", label="calibrated",
+        ax.scatter([e for e, _ in estimated], [yy for _, yy in estimated], marker="o", color=style.PALETTE["blue"],
+                   label="calibrated",
                    zorder=3)
     ax.axvline(1, color="0.2", lw=1)
-    ax.axvspan(1 / 1.2, 1.2, color="C0", alpha=0.08, lw=0)
+    ax.axvspan(1 / 1.2, 1.2, color=style.PALETTE["blue"], alpha=0.08, lw=0)
     ax.set_xscale("log")
     ax.set_xticks([0.8, 1, 1.2, 1.5, 2, 3])
     ax.xaxis.set_major_formatter("{x:g}x")
     ax.xaxis.set_minor_formatter("")
     ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_yticklabels(labels, fontsize=style.SIZE["tiny"])
     ax.set_xlabel("predicted / published speed (right of 1: faster than published; shaded: within 1.2x)")
-    ax.grid(True, axis="x", color="0.92")
-    ax.legend(fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0, 1), ncol=2, borderaxespad=0.2)
+    ax.grid(True, axis="x", color=style.GRID)
+    ax.legend(fontsize=style.SIZE["small"], frameon=False, loc="lower left", bbox_to_anchor=(0, 1), ncol=2,
+              borderaxespad=0.2)
     if title:
-        ax.set_title(title, fontsize=9, loc="right")
+        ax.set_title(title, fontsize=style.SIZE["text"], loc="right")
     return fig
 
 
@@ -234,16 +241,16 @@ class MemoryBar:
         self.parts = [ax.barh(0, 0.0, height=0.6, color=colour,
                               label=f"{name}: {fixed[name]:.3g} GB" if name in fixed else name)[0]
                       for name, colour in _PARTS]
-        capacity_line = ax.axvline(self.capacity, ymax=0.66, color="C3", lw=2)  # below the legend
-        ax.text(self.capacity, -0.72, f" {self.capacity:.3g} GB per GPU", fontsize=8, color="C3", va="bottom")
+        capacity_line, _ = style.limit_line(ax, self.capacity, f"{self.capacity:.3g} GB per GPU", y=-0.72, ymax=0.66,
+                                            lw=2, ls="-")  # below the legend
         ax.set_xlim(0, self.capacity * 1.15)
         ax.set_ylim(-0.75, 0.85)
         ax.set_yticks([])
         ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
-        ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0, 1.02))
+        ax.legend(loc="upper left", ncol=4, fontsize=style.SIZE["small"], frameon=False, bbox_to_anchor=(0, 1.02))
         if title:
-            ax.set_title(title, fontsize=10)
-        self.total = ax.text(0, 0, "", fontsize=8, va="center", zorder=6,
+            ax.set_title(title, fontsize=style.SIZE["label"])
+        self.total = ax.text(0, 0, "", fontsize=style.SIZE["small"], va="center", zorder=6,
                              bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
         self.artists = [*self.parts, capacity_line, self.total]  # the line over the bar, as draw_memory draws it
 
@@ -270,7 +277,7 @@ class MemoryBar:
         self.total.set_text(f"{amount} in use" if fits else f"needs {amount}")
         self.total.set_x(left + end * 0.01 if fits else end * 0.99)  # beside the bar, or at the edge it runs off
         self.total.set_horizontalalignment("left" if fits else "right")
-        self.total.set_color("0.1" if fits else "C3")
+        self.total.set_color("0.1" if fits else style.LIMIT)
 
 
 class BatchCurve:
@@ -285,8 +292,9 @@ class BatchCurve:
     def __init__(self, ax, tpot_range, rate_range, title: str | None = None):
         self.ax, right = ax, ax.twinx()
         self.curves = []
-        for axis, (lo, hi), colour, label in ((ax, [t * 1e3 for t in tpot_range], "C0", "time per output token (ms)"),
-                                              (right, rate_range, "C3", "tokens/s (the whole batch)")):
+        for axis, (lo, hi), colour, label in ((ax, [t * 1e3 for t in tpot_range], style.PALETTE["blue"],
+                                               "time per output token (ms)"),
+                                              (right, rate_range, style.PALETTE["red"], "tokens/s (the whole batch)")):
             line = axis.plot([], [], color=colour, label=label)[0]
             full = axis.plot([], [], ls="none", marker="o", ms=6, color=colour, zorder=3)[0]
             hollow = axis.plot([], [], ls="none", marker="o", ms=6, mfc="white", mec=colour, zorder=3)[0]
@@ -296,19 +304,21 @@ class BatchCurve:
             self.curves.append((line, full, hollow))
         self.limit = ax.axvline(1, color="0.3", ls="--")
         self.limit_text = ax.annotate("", (1, 0.03), xycoords=("data", "axes fraction"), xytext=(6, 0),
-                                      textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.3")
+                                      textcoords="offset points", ha="left", va="bottom", fontsize=style.SIZE["small"],
+                                      color="0.3")
         self.no_fit = ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center",
                               color="0.3")
-        self.band = ax.axvline(1, color="C2", lw=6, alpha=0.25)
+        self.band = ax.axvline(1, color=style.PALETTE["green"], lw=6, alpha=0.25)
         self.band_text = ax.annotate("", (1, 0.97), xycoords=("data", "axes fraction"), xytext=(5, 0),
-                                     textcoords="offset points", va="top", fontsize=8, color="C2")
+                                     textcoords="offset points", va="top", fontsize=style.SIZE["small"],
+                                     color=style.PALETTE["green"])
         ax.set_xscale("log", base=2)
         ax.set_xlim(BATCHES[0] / 1.4, BATCHES[-1] * 1.4)
         ax.xaxis.set_major_formatter("{x:g}")
         ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
-        ax.grid(True, color="0.92")
+        ax.grid(True, color=style.GRID)
         if title:
-            ax.set_title(title, fontsize=10)
+            ax.set_title(title, fontsize=style.SIZE["label"])
         self.artists = [a for trio in self.curves for a in trio] + [self.limit, self.limit_text, self.no_fit,
                                                                     self.band, self.band_text]
 

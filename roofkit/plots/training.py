@@ -25,6 +25,7 @@ from ..catalogs import hardware
 from ..perf import training
 from ..errors import InvalidValue
 from ..units import size
+from . import style
 
 __all__ = ["mfu_line", "padding", "cost_chain", "attention_undercount"]
 
@@ -68,9 +69,10 @@ def mfu_line(params, hw="h100", dtype="bf16", marks=(900, 3000), tokens_max=None
     ymax = max(150, 110 * training.mfu_from_throughput(N, top, peak))
 
     ax = _axes(ax, (8, 4))
-    ax.axhspan(100 * low, 100 * high, color="tab:green", alpha=0.15, label="what well-tuned runs report")
-    ax.axhspan(100 * training.MFU_SUSPICIOUS, 100, color="tab:orange", alpha=0.15, label="suspicious: check the inputs")
-    ax.axhspan(100, ymax, color="tab:red", alpha=0.12, label="impossible: an input is wrong")
+    ax.axhspan(100 * low, 100 * high, color=style.PALETTE["green"], alpha=0.15, label="what well-tuned runs report")
+    ax.axhspan(100 * training.MFU_SUSPICIOUS, 100, color=style.PALETTE["orange"], alpha=0.15,
+               label="suspicious: check the inputs")
+    ax.axhspan(100, ymax, color=style.LIMIT, alpha=0.12, label="impossible: an input is wrong")
     ax.plot(throughput, 100 * training.mfu_from_throughput(N, throughput, peak), color="0.1", lw=2,
             label="MFU = 6N × tokens/s ÷ peak")
     for tps in marks:
@@ -78,12 +80,12 @@ def mfu_line(params, hw="h100", dtype="bf16", marks=(900, 3000), tokens_max=None
         ax.plot([tps], [100 * u], "o", color="0.1")
         ax.annotate(f"{tps:,} tokens/s: {u:.0%}", (tps, 100 * u), xytext=(-10, 8), textcoords="offset points",
                     ha="right")
-    ax.axvline(cap, color="tab:red", ls=":", lw=1)
+    ax.axvline(cap, color=style.LIMIT, ls=":", lw=1)
     ax.annotate(f"100% at {cap:,.0f} tokens/s", (cap, 0.05 * ymax), xytext=(5, 0), textcoords="offset points",
-                color="tab:red")
+                color=style.LIMIT)
     ax.set(xlim=(0, top), ylim=(0, ymax), xlabel="tokens/s per GPU", ylabel="MFU (%)",
            title=f"A {_count(N)} model on one {_short(accelerator)} ({dtype.upper()}): what a throughput implies")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", fontsize=style.SIZE["small"])
     return ax.figure
 
 
@@ -91,7 +93,8 @@ def padding(tile=128, n_max=1024, mark=130, ax=None):
     """Useful / executed FLOPs of an n x n x n product run in tile x tile x tile blocks, n = 16 .. n_max."""
     sizes = np.arange(16, int(n_max) + 1)
     ax = _axes(ax, (8, 3.5))
-    ax.plot(sizes, 100 * training.padding_efficiency(sizes, sizes, sizes, tile=tile), color="tab:blue", lw=1.5)
+    ax.plot(sizes, 100 * training.padding_efficiency(sizes, sizes, sizes, tile=tile), color=style.PALETTE["blue"],
+            lw=1.5)
     if mark is not None:
         at = 100 * training.padding_efficiency(mark, mark, mark, tile=tile)
         ax.plot([mark], [at], "o", color="0.1")
@@ -122,18 +125,19 @@ def cost_chain(run, ax=None):
     ax = _axes(ax, (10, 3.6))
     ax.set(xlim=(0, 10), ylim=(0, 3.6))
     ax.axis("off")
-    box = dict(boxstyle="round,pad=0.5", fc="#eef3fa", ec="#4c72b0", lw=1.2)
-    result = dict(box, fc="#fdf0e6", ec="#dd8452")
+    box = dict(boxstyle="round,pad=0.5", fc=style.TINT["compute"], ec=style.PALETTE["blue"], lw=1.2)
+    result = dict(box, fc=style.TINT["memory"], ec=style.PALETTE["orange"])
     peak = run.peak_flops / 1e12
-    boxes = {  # name: (x, y, text, style)
+    boxes = {  # name: (x, y, text, box style)
         "inputs": (1.0, 1.8, f"N parameters, D tokens\n{_count(run.params)} × {_count(run.tokens)}", box),
         "flops": (3.55, 1.8, f"compute C = 6ND\n{run.flops:.3g} FLOP", box),
         "hours": (6.15, 1.8, f"GPU-hours\n{run.gpu_hours / 1e6:.3g} million", box),
         "days": (8.9, 2.9, f"wall clock\n{run.wall_clock_days:.3g} days", result),
         "cost": (8.9, 0.7, f"cost\n{_money(run.cost_usd)}", result),
     }
-    drawn = {name: ax.text(x, y, text, ha="center", va="center", fontsize=10, bbox=style, linespacing=1.5)
-             for name, (x, y, text, style) in boxes.items()}
+    drawn = {name: ax.text(x, y, text, ha="center", va="center", fontsize=style.SIZE["label"], bbox=look,
+                           linespacing=1.5)
+             for name, (x, y, text, look) in boxes.items()}
     steps = [  # from, to, what the arrow does, where its label goes (x, y)
         ("inputs", "flops", "× 6\n(2 forward + 4 backward\nper parameter per token)", (2.3, 1.05)),
         ("flops", "hours", f"÷ (MFU × P × 3600 s/h)\nMFU {run.mfu:.0%}, P = {peak:,.0f} TFLOP/s\n"
@@ -144,8 +148,8 @@ def cost_chain(run, ax=None):
     for a, b, label, (x, y) in steps:
         ax.annotate("", xy=(0, 0.5), xycoords=drawn[b], xytext=(1, 0.5), textcoords=drawn[a],
                     arrowprops=dict(arrowstyle="-|>", color="0.35", lw=1.3, shrinkA=8, shrinkB=8))
-        ax.text(x, y, label, ha="center", va="center", fontsize=8.5, color="0.25")
-    ax.set_title("From a model and its data to days and dollars", fontsize=11)
+        ax.text(x, y, label, ha="center", va="center", fontsize=style.SIZE["aside"], color="0.25")
+    ax.set_title("From a model and its data to days and dollars", fontsize=style.SIZE["title"])
     return ax.figure
 
 
@@ -178,6 +182,6 @@ def attention_undercount(shapes, seq_range=(1024, 2**20), marks=(8192, 131_072),
     ax.set(xlabel="sequence length s (tokens)", ylabel="(6N + 12·L·H·d_h·s) / 6N",
            title="How much 6N under-counts a token's training FLOPs (PaLM's count"
                  + (", causal half)" if causal else ", no causal saving)"))
-    ax.grid(True, which="major", axis="y", color="0.9")
+    ax.grid(True, which="major", axis="y", color=style.GRID)
     ax.legend(loc="upper left")
     return ax.figure

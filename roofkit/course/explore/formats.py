@@ -38,6 +38,7 @@ import ipywidgets as w
 
 from ...perf import precision
 from ...errors import InvalidValue, RoofkitError
+from ...plots import style
 
 __all__ = ["format_explorer", "format_rows", "format_table", "parse_value"]
 
@@ -50,7 +51,7 @@ _LABELS = {
 }
 # the formats the explorer shows unless told otherwise: all of roofkit's but FP64
 DEFAULT_FORMATS = tuple(name for name in precision.names() if name != "float64")
-_COLOURS = {"sign": "#c0392b", "exponent": "#1f6fb2", "mantissa": "#2e8b57"}
+_COLOURS = {"sign": style.PALETTE["red"], "exponent": style.PALETTE["blue"], "mantissa": style.PALETTE["green"]}
 _HEADER = ("format", "sign", "exponent", "mantissa", "stored value", "relative error", "note")
 
 # --- reading a value -----------------------------------------------------------------------
@@ -240,7 +241,7 @@ def format_explorer(value=0.1, formats=None):
             table.value = _html(change["new"], formats)
             message.value = ""
         except RoofkitError as error:
-            message.value = f"<span style='color:#b00'>{html.escape(str(error))}</span>"
+            message.value = f"<span style='color:{style.HTML['error']}'>{html.escape(str(error))}</span>"
 
     text.observe(update, names="value")
     explorer = FormatExplorer([text, message, table])

@@ -35,6 +35,7 @@ from ._box import FigureBox, LiveFigure, cached
 from ...catalogs import hardware, links, models
 from ...perf import parallel
 from ...errors import InvalidValue, RoofkitError
+from ...plots import style
 
 __all__ = ["parallel_explorer", "build_explorer", "explorer_state", "summary", "ParallelExplorer", "GPU_COUNTS",
            "DEGREES", "BATCHES"]
@@ -113,10 +114,10 @@ def summary(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1, globa
 
 def _html(state: dict) -> str:
     if "error" in state:
-        return (f"<b>cannot plan this layout</b><div style='color:#b00'>{html.escape(state['error'])}</div>")
+        return (f"<b>cannot plan this layout</b><div style='color:{style.HTML['error']}'>{html.escape(state['error'])}</div>")
     p = state["plan"]
     acc = hardware.get(p.accelerator)
-    colour = "#b00" if p.fits is False else "#2a7"
+    colour = style.HTML["error"] if p.fits is False else style.HTML["ok"]
     fit_text = "" if p.fits is None else (" fits" if p.fits else " does not fit")
     rows = [
         ("layout", f"{html.escape(p.layout)} (DP = GPUs / (TP · PP) = {p.gpus:,} / {p.tp * p.pp})"),
@@ -128,9 +129,9 @@ def _html(state: dict) -> str:
                       f"{p.communication_s:.3g} s, bubble {p.bubble_s:.3g} s"),
         ("MFU", f"<b>{p.mfu:.1%}</b> (matmuls at the datasheet peak: an upper bound)"),
     ]
-    cells = "".join(f"<tr><td style='padding-right:1em;color:#555'>{html.escape(k)}</td><td>{v}</td></tr>"
+    cells = "".join(f"<tr><td style='padding-right:1em;color:{style.HTML['muted']}'>{html.escape(k)}</td><td>{v}</td></tr>"
                     for k, v in rows)
-    notes = "".join(f"<div style='color:#b60'>{html.escape(x)}</div>" for x in p.warnings)
+    notes = "".join(f"<div style='color:{style.HTML['warning']}'>{html.escape(x)}</div>" for x in p.warnings)
     title = f"{models.get(p.model).name} on {p.gpus:,} {_short(acc)}"
     return f"<b>{html.escape(title)}</b><table>{cells}</table>{notes}"
 
@@ -162,7 +163,8 @@ class _Figure:
         live.animate(*self.bars.artists)
         # roofkit's message is in the label above; the figure says only that there is nothing to draw
         self.message = live.animate(live.fig.text(0.5, 0.5, "cannot plan this layout: see the message above",
-                                                  ha="center", va="center", fontsize=9, color="#b00",
+                                                  ha="center", va="center", fontsize=style.SIZE["text"],
+                                                  color=style.HTML["error"],
                                                   bbox=dict(fc="white", ec="none", pad=8)))
         self._drawn = self._key(state)
         self._move(state)
@@ -218,27 +220,27 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1
                                                                         "global_batch_tokens")):
         _choice(value, options, name)
     state = explorer_state(M.key, acc.key, gpus, tp, pp, zero, global_batch_tokens, seq, recompute, calibrated)
-    style = {"description_width": "110px"}
+    labels = {"description_width": "110px"}
     wide = w.Layout(width="460px")
     inputs = {
         "model": w.Dropdown(options=[(m.name, m.key) for m in models.catalog()], value=M.key, description="model",
-                            style=style),
+                            style=labels),
         "hw": w.Dropdown(options=[(_short(a), a.key) for a in accelerators], value=acc.key,
-                         description="accelerator", style=style),
+                         description="accelerator", style=labels),
         "gpus": w.SelectionSlider(options=[(f"{g:,}", g) for g in GPU_COUNTS], value=gpus, description="GPUs",
-                                  continuous_update=True, style=style, layout=wide),
+                                  continuous_update=True, style=labels, layout=wide),
         "tp": w.SelectionSlider(options=list(DEGREES), value=tp, description="TP (tensor)",
-                                continuous_update=True, style=style, layout=wide),
+                                continuous_update=True, style=labels, layout=wide),
         "pp": w.SelectionSlider(options=list(DEGREES), value=pp, description="PP (pipeline)",
-                                continuous_update=True, style=style, layout=wide),
+                                continuous_update=True, style=labels, layout=wide),
         "zero": w.SelectionSlider(options=list(parallel.ZERO_STAGES), value=zero, description="ZeRO stage",
-                                  continuous_update=True, style=style, layout=wide),
+                                  continuous_update=True, style=labels, layout=wide),
         "global_batch_tokens": w.SelectionSlider(options=[(_tokens(b), b) for b in BATCHES],
                                                  value=global_batch_tokens, description="batch (tokens)",
-                                                 continuous_update=True, style=style, layout=wide),
-        "recompute": w.Checkbox(value=bool(recompute), description="recompute activations", style=style),
+                                                 continuous_update=True, style=labels, layout=wide),
+        "recompute": w.Checkbox(value=bool(recompute), description="recompute activations", style=labels),
         "calibrated": w.Checkbox(value=bool(calibrated), description="calibrated estimate (not the bound)",
-                                 style=style),
+                                 style=labels),
     }
     label = w.HTML(value=_html(state))
     label.add_class("roofkit-plan")

@@ -53,6 +53,7 @@ from ...catalogs import hardware
 from ...perf import roofline as rl
 from ...errors import InvalidValue, UnknownName
 from ...units import size as _size
+from ...plots import style
 
 __all__ = ["roofline_explorer", "build_explorer", "explorer_state", "summary", "KERNELS", "RooflineExplorer"]
 
@@ -187,7 +188,7 @@ def summary(accelerator="h100", precision="bf16", kernel="gemm", size=4096) -> s
 
 
 def _html(state: dict) -> str:
-    colour = {"memory": "#1f77b4", "compute": "#d62728"}[state["bound"]]
+    colour = style.HTML[state["bound"]]
     side = "<" if state["bound"] == "memory" else "≥"
     rows = [
         ("kernel", f"{state['label']} in {state['precision'].upper()}"),
@@ -207,7 +208,7 @@ def _html(state: dict) -> str:
                                          "(no overlap), at the best rates measured on this chip"))
     else:
         rows.append(("achievable roofs", "none in the catalog for this chip and precision"))
-    cells = "".join(f"<tr><td style='padding-right:1em;color:#555'>{html.escape(k)}</td><td>{v}</td></tr>"
+    cells = "".join(f"<tr><td style='padding-right:1em;color:{style.HTML['muted']}'>{html.escape(k)}</td><td>{v}</td></tr>"
                     for k, v in rows)
     return f"<b>{html.escape(state['accelerator'])}</b><table>{cells}</table>"
 
@@ -300,17 +301,17 @@ def build_explorer(accelerator="h100", precision="bf16", kernel="gemm", size=409
     """The explorer's widgets, wired up, without printing or displaying anything."""
     state = explorer_state(accelerator, precision, kernel, size)
     acc = hardware.get(state["accelerator_key"])
-    style = {"description_width": "80px"}
+    labels = {"description_width": "80px"}
     inputs = {
         "accelerator": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog()],
-                                  value=acc.key, description="accelerator", style=style),
+                                  value=acc.key, description="accelerator", style=labels),
         "precision": w.Dropdown(options=[(p.upper(), p) for p in acc.precisions], value=state["precision"],
-                                description="precision", style=style),
+                                description="precision", style=labels),
         "kernel": w.Dropdown(options=[(s.title, k) for k, s in KERNELS.items()], value=state["kernel"],
-                             description="kernel", style=style, layout=w.Layout(width="420px")),
+                             description="kernel", style=labels, layout=w.Layout(width="420px")),
         "size": w.SelectionSlider(options=_powers(KERNELS[state["kernel"]], state["size"]), value=state["size"],
                                   description=KERNELS[state["kernel"]].size_name, continuous_update=True,
-                                  style=style, layout=w.Layout(width="420px")),
+                                  style=labels, layout=w.Layout(width="420px")),
     }
     label = w.HTML(value=_html(state))
     label.add_class("roofkit-bound")

@@ -36,6 +36,7 @@ from ._box import FigureBox, LiveFigure, cached
 from ... import dtypes
 from ...catalogs import hardware, models
 from ...errors import InvalidValue, RoofkitError
+from ...plots import style
 
 __all__ = ["serving_explorer", "build_explorer", "explorer_state", "summary", "ServingExplorer", "GPU_COUNTS",
            "CONTEXTS", "BATCHES", "WEIGHTS", "CACHES"]
@@ -107,7 +108,7 @@ def summary(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16", kv_dty
 def _html(state: dict) -> str:
     gb = lambda x: f"{x / 1e9:.4g} GB"  # noqa: E731
     fit = state["fits"]
-    colour = "#2ca02c" if fit else "#d62728"
+    colour = style.HTML["ok"] if fit else style.HTML["error"]
     rows = [
         ("weights", f"{gb(state['weights_bytes'])} ({state['weights_dtype']}, all GPUs)"),
         ("KV cache", f"{state['kv_bytes_per_token'] / 1e3:.4g} kB per token, {gb(state['kv_bytes_per_sequence'])} "
@@ -126,7 +127,7 @@ def _html(state: dict) -> str:
                               "per user")]
     else:
         rows.append(("latency", html.escape(state["error"] or "")))
-    cells = "".join(f"<tr><td style='padding-right:1em;color:#555'>{html.escape(k)}</td><td>{v}</td></tr>"
+    cells = "".join(f"<tr><td style='padding-right:1em;color:{style.HTML['muted']}'>{html.escape(k)}</td><td>{v}</td></tr>"
                     for k, v in rows)
     title = html.escape(f"{state['model_name']} on {state['gpus']} x {state['accelerator']}, math in "
                         f"{state['dtype'].upper()}")
@@ -174,7 +175,7 @@ class _Figure:
         self.curve = None
         if state["tpot_s"] is None:
             bottom.axis("off")
-            bottom.text(0.5, 0.5, state["error"], ha="center", va="center", wrap=True, fontsize=9)
+            bottom.text(0.5, 0.5, state["error"], ha="center", va="center", wrap=True, fontsize=style.SIZE["text"])
         else:
             ends = [_sweep(state["model"], state["hw"], state["gpus"], c, state["dtype"], state["weights_dtype"],
                            state["kv_dtype"]) for c in (CONTEXTS[0], CONTEXTS[-1])]
@@ -227,22 +228,22 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
                                  (batch, BATCHES, "batch")):
         _choice(value, options, name)
     state = explorer_state(M.key, acc.key, gpus, weights_dtype, kv_dtype, context, batch)
-    style = {"description_width": "100px"}
+    labels = {"description_width": "100px"}
     wide = w.Layout(width="460px")
     inputs = {
         "model": w.Dropdown(options=[(m.name, m.key) for m in models.catalog()], value=M.key, description="model",
-                            style=style),
+                            style=labels),
         "hw": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog() if a.capacity_bytes],
-                         value=acc.key, description="accelerator", style=style),
-        "gpus": w.Dropdown(options=list(GPU_COUNTS), value=gpus, description="GPUs", style=style),
+                         value=acc.key, description="accelerator", style=labels),
+        "gpus": w.Dropdown(options=list(GPU_COUNTS), value=gpus, description="GPUs", style=labels),
         "weights_dtype": w.Dropdown(options=[(d.upper(), d) for d in WEIGHTS], value=state["weights_dtype"],
-                                    description="weights", style=style),
+                                    description="weights", style=labels),
         "kv_dtype": w.Dropdown(options=[(d.upper(), d) for d in CACHES], value=state["kv_dtype"],
-                               description="KV cache", style=style),
+                               description="KV cache", style=labels),
         "context": w.SelectionSlider(options=[(f"{c:,}", c) for c in CONTEXTS], value=context,
-                                     description="context", continuous_update=True, style=style, layout=wide),
+                                     description="context", continuous_update=True, style=labels, layout=wide),
         "batch": w.SelectionSlider(options=[(str(b), b) for b in BATCHES], value=batch, description="batch",
-                                   continuous_update=True, style=style, layout=wide),
+                                   continuous_update=True, style=labels, layout=wide),
     }
     inputs["batch"].add_class("roofkit-batch")
     inputs["context"].add_class("roofkit-context")
@@ -270,7 +271,7 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
         try:
             explorer.state = state_of(**values)
         except RoofkitError as error:  # e.g. a chip without the precision: say so, keep the widgets alive
-            label.value = f"<b style='color:#d62728'>{html.escape(str(error))}</b>"
+            label.value = f"<b style='color:{style.HTML['error']}'>{html.escape(str(error))}</b>"
             image.layout.display = "none"
             return
         label.value = _html(explorer.state)

@@ -32,6 +32,7 @@ from ... import dtypes
 from ...catalogs import hardware
 from ...perf import training
 from ...errors import InvalidValue, RoofkitError
+from ...plots import style
 
 __all__ = ["training_calculator", "summary"]
 
@@ -105,7 +106,8 @@ def summary(params="70B", tokens="15T", hw="h100", dtype="bf16", mfu=0.4, gpus=8
     >>> print(summary("70B", "15T", "h100", "bf16", 0.4, 8192, 2.0).splitlines()[0])
     Training cost of 70B parameters on 15T tokens
     """
-    state = dict(params=params, tokens=tokens, hw=hw, dtype=dtype, mfu=mfu, gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour)
+    state = dict(params=params, tokens=tokens, hw=hw, dtype=dtype, mfu=mfu, gpus=gpus,
+                 usd_per_gpu_hour=usd_per_gpu_hour)
     return _text(state)
 
 
@@ -148,12 +150,13 @@ def _html(state: dict) -> str:
     e, error = _compute(state)
     title = f"<b>{html.escape(_title(state, e))}</b>"
     if error:
-        return f"{title}<div style='color:#b00'>cannot compute: {html.escape(error)}</div>"
+        return f"{title}<div style='color:{style.HTML['error']}'>cannot compute: {html.escape(error)}</div>"
     cells = "".join(
         f"<tr><td style='padding-right:1em'>{html.escape(label)}</td><td><b>{html.escape(value)}</b></td></tr>"
         for label, value in _rows(e)
     )
-    colour = {"ok": "#555", "suspicious": "#b60", "impossible": "#b00"}[training.mfu_verdict(e.mfu).level]
+    colour = {"ok": style.HTML["muted"], "suspicious": style.HTML["warning"],
+              "impossible": style.HTML["error"]}[training.mfu_verdict(e.mfu).level]
     return f"{title}<table>{cells}</table><div style='color:{colour}'>{html.escape(_note(e))}</div>"
 
 
@@ -174,26 +177,27 @@ def training_calculator(params="70B", tokens="15T", hw="h100", dtype="bf16", mfu
     result, ``.state`` holds the values in use. Setting a widget's value, in
     the notebook or in code, recomputes the result.
     """
-    state = dict(params=params, tokens=tokens, hw=hw, dtype=dtype, mfu=mfu, gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour)
+    state = dict(params=params, tokens=tokens, hw=hw, dtype=dtype, mfu=mfu, gpus=gpus,
+                 usd_per_gpu_hour=usd_per_gpu_hour)
     print(_text(state))
 
     accelerators, hw_value = _options([(a.name, a.key) for a in hardware.catalog()], hw, lambda v: hardware.get(v).key)
     precisions, dtype_value = _options([(p.upper(), p) for p in dtypes.PRECISIONS], dtype, dtypes.canonical)
-    style = {"description_width": "90px"}
+    labels = {"description_width": "90px"}
     try:
         slider_value = min(max(float(mfu), 0.01), 1.0)
     except (TypeError, ValueError):
         slider_value = 0.4
     inputs = {
-        "params": w.Text(value=str(params), description=_LABELS["params"], placeholder="70B", style=style),
-        "tokens": w.Text(value=str(tokens), description=_LABELS["tokens"], placeholder="15T", style=style),
-        "hw": w.Dropdown(options=accelerators, value=hw_value, description=_LABELS["hw"], style=style),
-        "dtype": w.Dropdown(options=precisions, value=dtype_value, description=_LABELS["dtype"], style=style),
+        "params": w.Text(value=str(params), description=_LABELS["params"], placeholder="70B", style=labels),
+        "tokens": w.Text(value=str(tokens), description=_LABELS["tokens"], placeholder="15T", style=labels),
+        "hw": w.Dropdown(options=accelerators, value=hw_value, description=_LABELS["hw"], style=labels),
+        "dtype": w.Dropdown(options=precisions, value=dtype_value, description=_LABELS["dtype"], style=labels),
         "mfu": w.FloatSlider(value=slider_value, min=0.01, max=1.0, step=0.01, readout_format=".0%",
-                             description=_LABELS["mfu"], continuous_update=True, style=style),
-        "gpus": w.Text(value=str(gpus), description=_LABELS["gpus"], placeholder="8192", style=style),
+                             description=_LABELS["mfu"], continuous_update=True, style=labels),
+        "gpus": w.Text(value=str(gpus), description=_LABELS["gpus"], placeholder="8192", style=labels),
         "usd_per_gpu_hour": w.Text(value=str(usd_per_gpu_hour), description=_LABELS["usd_per_gpu_hour"],
-                                   placeholder="2.0", style=style),
+                                   placeholder="2.0", style=labels),
     }
     result = w.HTML(value=_html(state))
 

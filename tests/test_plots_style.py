@@ -1,0 +1,46 @@
+"""One style for the course's figures (roofkit/plots/style.py): no figure module keeps colours or sizes of its own."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from roofkit.plots import style
+
+ROOT = Path(__file__).resolve().parents[1] / "roofkit"
+MODULES = sorted([*(ROOT / "plots").glob("*.py"), *(ROOT / "course" / "explore").glob("*.py")])
+# a colour written out ('#c44e52', '#b00', matplotlib's 'C3' or 'tab:red') or a font size as a number
+OWN = re.compile(r"""["']#[0-9a-fA-F]{3,6}["']|#[0-9a-fA-F]{3,6}'|["']C\d["']|f["']C\{|["']tab:[a-z]+["']|"""
+                 r"""fontsize=\d""")
+
+
+def own_style(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if OWN.search(line)]
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if p.name not in ("style.py", "__init__.py")], ids=lambda p: p.name)
+def test_figures_take_colours_and_sizes_from_the_style(path):
+    assert not own_style(path.read_text(encoding="utf-8")), path
+
+
+def test_the_check_finds_a_colour_or_a_size_of_its_own():
+    assert own_style('ax.plot(x, y, color="#c44e52")\nax.text(0, 0, "a", fontsize=9)\nc = "C3"\n') == [
+        'ax.plot(x, y, color="#c44e52")', 'ax.text(0, 0, "a", fontsize=9)', 'c = "C3"']
+    assert own_style("f\"<b style='color:#b00'>x</b>\"") and own_style('color="tab:red"')
+    assert own_style('ax.plot(x, y, color=style.LIMIT, fontsize=style.SIZE["text"])') == []
+
+
+def test_a_bound_has_one_colour_and_time_bars_use_it():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from roofkit import diagrams, formulas
+    from roofkit.plots.parallel import STEP_PARTS
+
+    assert len(set(style.BOUND.values())) == len(style.BOUND) == 4
+    fig = diagrams.time_bounds(formulas.gemm(4096, 4096, 4096, 2), "h100", "bf16")
+    colours = {to_hex(p.get_facecolor()[:3]) for p in fig.axes[0].patches}
+    assert {style.BOUND["compute"], style.BOUND["memory"]} <= colours
+    assert dict((key, colour) for key, _, colour, _ in STEP_PARTS)["compute_s"] == style.BOUND["compute"]
