@@ -595,13 +595,19 @@ def _made_up_etc(host: str, uid: int) -> None:
 def kill_marked(folder: str) -> None:
     """Kill processes whose environment names ``folder`` as their sandbox (started without a PID namespace)."""
     marker = f"ROOFKIT_SANDBOX_FOLDER={folder}".encode()
-    for pid in _pids():
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as file:
-                if marker in file.read().split(b"\0"):
-                    os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
+    for _ in range(20):  # until none is left: a killed process keeps its environment until it has exited
+        found = False
+        for pid in _pids():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as file:
+                    if marker in file.read().split(b"\0"):
+                        found = True
+                        os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+        if not found:
+            return
+        time.sleep(0.05)
 
 
 def kill_user(uid: int, last: int | None = None) -> None:
