@@ -75,8 +75,13 @@ def _get(url: str, timeout: float = 5):
 
 
 class Lab:
-    def __init__(self, base: str, token: str, root: Path):
-        self.base, self.token, self.root = base, token, root
+    def __init__(self, base: str, token: str, root: Path, workspaces: Path | None = None):
+        self.base, self.token, self.root, self.workspaces = base, token, root, workspaces
+
+    def forget_workspaces(self) -> None:
+        """Delete the tabs JupyterLab saved for earlier tests, as on a learner's first `make lab`."""
+        for saved in self.workspaces.glob("*") if self.workspaces else ():
+            saved.unlink()
 
     def url(self, path: str) -> str:
         # `reset` starts from an empty workspace: no tabs restored from the previous test
@@ -133,8 +138,8 @@ def lab(tmp_path_factory):
     # render every cell, so the test can see all outputs (JupyterLab 4 virtualises long notebooks)
     (notebook / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     token, port = secrets.token_hex(16), _free_port()
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path_factory.mktemp("workspaces"))}
+    workspaces = tmp_path_factory.mktemp("workspaces")
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(workspaces)}
     log = open(tmp_path_factory.mktemp("log") / "lab.log", "w")
     # the same server `make lab` starts, made headless, over the copy of the course
     flags = [f for f in make_lab_flags() if not f.startswith("--ServerApp.root_dir=")]
@@ -156,7 +161,7 @@ def lab(tmp_path_factory):
                     log.flush()
                     raise RuntimeError("JupyterLab did not start:\n" + Path(log.name).read_text()[-3000:])
                 time.sleep(0.5)
-        yield Lab(base, token, root)
+        yield Lab(base, token, root, workspaces)
     finally:
         _stop(server)
         log.close()

@@ -58,6 +58,7 @@ def test_math_renders_in_jupyterlab_markdown_and_outputs(lab, page, shots):
 
 
 def test_make_lab_opens_the_first_notebook_with_no_news_toast(lab, page, shots):
+    lab.forget_workspaces()  # a first start: no tabs saved by the tests before this one
     page.goto(f"{lab.base}/?token={lab.token}")  # where `make lab` sends the browser
     expect(notebook(page).locator(".jp-CodeCell").first).to_be_visible(timeout=60_000)
     expect(page).to_have_title(re.compile(r"^00-start-her"))  # JupyterLab shortens long names
