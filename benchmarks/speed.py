@@ -41,7 +41,7 @@ def main() -> None:
     import numpy as np
 
     from roofkit.catalogs import hardware
-    from roofkit.perf import roofline
+    from roofkit import roofline
 
     h100 = hardware.get("h100")
     intensities = np.logspace(-2, 4, 1_000_000)

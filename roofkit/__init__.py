@@ -7,7 +7,7 @@ The modules, one concept each, by the names lessons and scripts import them, and
     links      catalogs/links       interconnects, per direction, sourced   roofkit.links.get("nvlink4").bandwidth
     catalog    catalogs/lookup      how a catalog finds an entry by any spelling
     formulas   formulas             FLOPs and bytes of kernels (sympy)      roofkit.formulas.gemm(4096, 4096, 4096)
-    roofline   perf/roofline        attainable FLOP/s, ridge, time, plot    roofkit.roofline.analyze(cost, "h100")
+    roofline   plots/roofline       the chart, with perf/roofline's model   roofkit.roofline.analyze(cost, "h100")
     precision  perf/precision       number formats and real rounding        roofkit.precision.get("bfloat16")
     training   perf/training        C = 6ND, MFU/HFU, GPU-hours, cost       roofkit.training.estimate(70e9, 15e12, ...)
     fusion     perf/fusion          HBM traffic of op chains; Amdahl        roofkit.fusion.amdahl(0.1, 2)
@@ -27,7 +27,7 @@ layers (docs/architecture.md): the foundations (``errors``, ``units``,
 ``quantities``, ``dtypes``, ``formulas``) here, then ``catalogs/``, ``perf/``,
 ``plots/``, ``measure/``, ``course/``, ``grading/`` and ``cli/``. :data:`PUBLIC`
 maps each public name to its module's home, and importing either name gives the
-same module object: ``roofkit.roofline is roofkit.perf.roofline``, and a child of
+same module object: ``roofkit.hardware is roofkit.catalogs.hardware``, and a child of
 a package follows it (``roofkit.inference.kvcache`` is
 ``roofkit.perf.inference.kvcache``).
 
@@ -58,7 +58,7 @@ __version__ = "0.1.0"
 PUBLIC = {
     "catalog": "catalogs.lookup", "hardware": "catalogs.hardware", "models": "catalogs.models",
     "links": "catalogs.links",
-    "roofline": "perf.roofline", "precision": "perf.precision", "training": "perf.training", "fusion": "perf.fusion",
+    "roofline": "plots.roofline", "precision": "perf.precision", "training": "perf.training", "fusion": "perf.fusion",
     "layertime": "perf.layertime", "steptime": "perf.steptime", "comms": "perf.comms", "nccl": "perf.nccl",
     "inference": "perf.inference", "parallel": "perf.parallel",
     "layerview": "plots.layers", "plots_kernels": "plots.kernels", "plots_training": "plots.training",
@@ -79,7 +79,7 @@ def home(name: str) -> str | None:
     """The home of a public name (both relative to roofkit), or None when ``name`` is no public name.
 
     >>> home("roofline"), home("inference.kvcache"), home("inference.plot"), home("course.lesson_03")
-    ('perf.roofline', 'perf.inference.kvcache', 'plots.serving', 'course.bank.lesson_03')
+    ('plots.roofline', 'perf.inference.kvcache', 'plots.serving', 'course.bank.lesson_03')
     >>> home("perf.inference.plot")      # `from roofkit.inference import plot` asks by the package's home
     'plots.serving'
     >>> home("perf.roofline") is None

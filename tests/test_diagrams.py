@@ -11,7 +11,7 @@ import pytest
 from roofkit.plots import diagrams
 from roofkit import formulas
 from roofkit.catalogs import hardware
-from roofkit.perf import roofline
+from roofkit import roofline
 from roofkit.errors import InvalidValue
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from roofkit import formulas
 from roofkit.catalogs import hardware
-from roofkit.perf import roofline
+from roofkit import roofline
 from roofkit.errors import InvalidValue, UnknownName, UnsupportedPrecision
 from roofkit.course.explore import roofline_explorer
 from roofkit.course.explore.roofline import KERNELS, build_explorer, explorer_state, summary

@@ -15,7 +15,8 @@ import pytest
 
 from roofkit import formulas
 from roofkit.catalogs import hardware, models
-from roofkit.perf import layertime, roofline
+from roofkit import roofline
+from roofkit.perf import layertime
 from roofkit.errors import InvalidValue, RoofkitError, UnknownName
 from roofkit.catalogs.hardware import NoAchievableFigure
 from roofkit.measure import layers

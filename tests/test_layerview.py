@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 import roofkit
 from roofkit.plots import layers as layerview
-from roofkit.perf import roofline
+from roofkit import roofline
 from roofkit.errors import InvalidValue
 
 LLAMA3 = roofkit.model("llama-3-8b")

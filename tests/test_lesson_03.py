@@ -13,7 +13,8 @@ T_math + T_mem at the datasheet roofs).
 import pytest
 
 from roofkit import formulas
-from roofkit.perf import fusion, roofline
+from roofkit import roofline
+from roofkit.perf import fusion
 from roofkit.catalogs import hardware
 from roofkit.course import quiz
 from roofkit.course.quiz import answer_key as key

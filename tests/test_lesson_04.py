@@ -18,7 +18,7 @@ import pytest
 from roofkit import formulas
 from roofkit.catalogs import hardware
 from roofkit.course import quiz
-from roofkit.perf import roofline
+from roofkit import roofline
 from roofkit.errors import InvalidValue
 from roofkit.course.quiz import answer_key as key
 

@@ -12,7 +12,8 @@ import sympy
 
 import roofkit
 from roofkit import formulas
-from roofkit.perf import precision, roofline
+from roofkit import roofline
+from roofkit.perf import precision
 from roofkit.course import quiz
 from roofkit.course.quiz import answer_key as key
 from roofkit.course.bank import lesson_05

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from roofkit import formulas
-from roofkit.perf import fusion, layertime, roofline
+from roofkit import roofline
+from roofkit.perf import fusion, layertime
 from roofkit.course import quiz
 from roofkit.course.quiz import answer_key as key
 

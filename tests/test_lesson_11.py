@@ -12,7 +12,8 @@ import pytest
 
 import roofkit
 from roofkit import formulas
-from roofkit.perf import fusion, layertime, roofline
+from roofkit import roofline
+from roofkit.perf import fusion, layertime
 from roofkit.plots import layers as layerview
 from roofkit.course import quiz
 from roofkit.measure import layers

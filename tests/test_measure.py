@@ -14,7 +14,8 @@ import types
 import pytest
 
 from roofkit import cli, formulas, measure
-from roofkit.perf import fusion, roofline
+from roofkit import roofline
+from roofkit.perf import fusion
 from roofkit.catalogs import hardware
 from roofkit.errors import InvalidValue
 

@@ -5,7 +5,8 @@ import math
 import pytest
 
 from roofkit import formulas
-from roofkit.perf import fusion, roofline
+from roofkit import roofline
+from roofkit.perf import fusion
 from roofkit.plots import kernels as plots_kernels
 from roofkit.errors import InvalidValue
 

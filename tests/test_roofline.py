@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from roofkit import dtypes, formulas
 from roofkit.catalogs import hardware
-from roofkit.perf import roofline
+from roofkit import roofline
 from roofkit.errors import InvalidValue, RoofkitError, UnknownPrecision, UnsupportedPrecision
 
 H100 = hardware.get("h100")

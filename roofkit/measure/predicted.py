@@ -27,7 +27,8 @@ import re
 
 from .. import formulas
 from ..catalogs import hardware
-from ..perf import layertime, roofline
+from ..perf import layertime
+from ..plots import roofline
 from ..errors import InvalidValue
 from .layers import load_layers, shipped
 

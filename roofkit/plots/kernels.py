@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import formulas
-from ..perf import fusion, roofline
+from ..perf import fusion
+from . import roofline
 from ..catalogs import hardware
 from ..errors import InvalidValue
-from ..perf.roofline import _short
+from .roofline import _short
 from . import style
 
 __all__ = ["BANDS", "band", "ProfileRow", "profile", "profile_table", "launch_overhead", "flash_tiles",

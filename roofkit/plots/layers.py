@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .. import formulas
 from ..catalogs import hardware
-from ..perf import roofline
+from . import roofline
 from ..errors import InvalidValue
 from . import style
 

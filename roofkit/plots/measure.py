@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from ..perf import roofline
+from . import roofline
 from . import style
 
 __all__ = ["profile_plot", "STYLE", "FILL"]

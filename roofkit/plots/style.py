@@ -3,10 +3,9 @@
 Every module of :mod:`roofkit.plots` and the explorers (:mod:`roofkit.course.explore`) take their fonts and
 colours from here, so that a colour means one thing across the course: compute is blue and memory orange
 wherever a time is split by its bound, a limit (a GPU's memory, an impossible MFU) is red, a GPU's memory
-is split into the same coloured parts for training and serving. Plain data, no matplotlib: importing it
-costs nothing. (The roofline chart itself, :func:`roofkit.roofline.plot`, lives with its model in
-:mod:`roofkit.perf`, which may not import this layer: it keeps a colour per accelerator and a line style per
-precision.)
+is split into the same coloured parts for training and serving, and a roofline chart gives each accelerator a
+colour of ``CYCLE`` and each precision's flat roof a line of ``PRECISION_LINES``. Plain data, no matplotlib:
+importing it costs nothing.
 
     >>> BOUND["memory"], SIZE["small"]
     ('#dd8452', 8)
@@ -14,7 +13,7 @@ precision.)
 
 from __future__ import annotations
 
-__all__ = ["SIZE", "PALETTE", "CYCLE", "BOUND", "PARTS", "TINT", "ON_CHIP", "LIMIT", "MEASURED", "INK", "GRID", "HTML",
+__all__ = ["SIZE", "PALETTE", "CYCLE", "PRECISION_LINES", "BOUND", "PARTS", "TINT", "ON_CHIP", "LIMIT", "MEASURED", "INK", "GRID", "HTML",
            "LABEL_BOX", "limit_line"]
 
 # font sizes (points): crowded labels, legends and notes beside a mark, asides in a diagram, text on a figure, axis labels,
@@ -26,6 +25,10 @@ PALETTE = {"blue": "#4c72b0", "orange": "#dd8452", "green": "#55a868", "red": "#
            "brown": "#937860", "pink": "#da8bc3", "grey": "#8c8c8c", "olive": "#ccb974", "cyan": "#64b5cd"}
 
 CYCLE = tuple(PALETTE.values())  # series without a meaning of their own, in this order
+
+# a roofline's flat roofs, one line style per distinct peak of a chip (its precisions, fastest last): solid,
+# dashed, dash-dot, dash-dot-dot
+PRECISION_LINES = ("-", "--", "-.", (0, (5, 1, 1, 1, 1, 1)))
 
 # what bounds a time: the same colour in a time bar, a step's parts, an explorer's verdict
 BOUND = {"compute": PALETTE["blue"], "memory": PALETTE["orange"], "communication": PALETTE["green"],
@@ -43,7 +46,7 @@ ON_CHIP = "#a0522d"  # what a kernel keeps on chip (a tile, a running value): si
 
 LIMIT = PALETTE["red"]  # a line nothing may cross: capacity, 100% MFU, the ridge of a chart of rates
 MEASURED = PALETTE["red"]  # a measured figure set against a model's
-INK = {"text": "0.2", "muted": "0.3", "faint": "0.45", "rule": "0.4"}  # greys for text and rules
+INK = {"mark": "0.1", "text": "0.2", "muted": "0.3", "faint": "0.45", "rule": "0.4"}  # greys for text and rules
 GRID = "0.9"
 
 # the explorers' HTML read-outs: a verdict's colour

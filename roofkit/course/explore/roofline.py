@@ -50,7 +50,7 @@ from ._box import FigureBox, LiveFigure, cached
 from ...plots import diagrams
 from ... import dtypes, formulas
 from ...catalogs import hardware
-from ...perf import roofline as rl
+from ...plots import roofline as rl
 from ...errors import InvalidValue, UnknownName
 from ...units import size as _size
 from ...plots import style
