@@ -25,12 +25,19 @@ PATHS = list(fuzz_paths.PATHS.values())
 @given(rng=st.randoms(use_true_random=False))
 def test_random_input_gives_a_result_or_a_roofkit_error(path, rng):
     value = path.make(rng)
+    spent = _cpu_seconds(path, value)
+    if spent >= 1:  # the first use of a command imports its modules, once; an input that is slow is slow again
+        spent = _cpu_seconds(path, value)
+    assert spent < 1, f"{path.name} took over a CPU second, twice, on {value!r}"
+
+
+def _cpu_seconds(path, value) -> float:
     started = time.process_time()  # CPU time: a busy machine slows the wall clock, not the work
     try:
         path.run(value)
     except RoofkitError:
         pass
-    assert time.process_time() - started < 1, f"{path.name} took over a CPU second on {value!r}"
+    return time.process_time() - started
 
 
 def test_the_command_line_fuzzer_reaches_every_fast_command():
