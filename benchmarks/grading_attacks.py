@@ -54,6 +54,9 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' own way to write a right answer and a submission
+
+import helpers  # noqa: E402
 BIN = Path(sys.executable).parent
 # in alphabetical order (the grader's) honest students and attackers alternate: each attacker runs beside one
 HONEST = ["ada", "cy", "eve", "gus", "ivy"]
@@ -74,38 +77,6 @@ register(Question(
 TOKEN = "roofkit-bench-attack"
 
 
-def _right(release: Path, student: str) -> dict[str, str]:
-    from roofkit.course import quiz
-    from roofkit.grading import cells
-
-    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
-    variant = nb.metadata["roofkit"]["variant"]
-    out = {}
-    for cell in nb.cells:
-        if cells.is_answer_cell(cell):
-            qid = cells.checked_ids(cell.source)[0]
-            question = quiz.get(qid).with_params(**variant.get(qid, {}))
-            if question.kind == "code":
-                out[qid] = "def fma_flops(fmas):\n    return 2 * fmas\n\ncheck('l00.code-flops', fma_flops)"
-            else:
-                key = question.answer_key()
-                out[qid] = f"answer = {str(key) if question.kind == 'symbolic' else key!r}\ncheck({qid!r}, answer)"
-    return out
-
-
-def _notebook(release: Path, student: str, answers: dict[str, str], before=(), after=()):
-    from roofkit.grading import cells
-
-    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
-    first = next(i for i, c in enumerate(nb.cells) if cells.is_answer_cell(c))
-    for cell in nb.cells:
-        if cells.is_answer_cell(cell) and cells.checked_ids(cell.source)[0] in answers:
-            cell.source = answers[cells.checked_ids(cell.source)[0]]
-    nb.cells[first:first] = [nbformat.v4.new_code_cell(c) for c in before]
-    nb.cells += [nbformat.v4.new_code_cell(c) for c in after]
-    return nb
-
-
 def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
     """Write the five attackers' submissions; return the points each deserves."""
     from roofkit.course import quiz
@@ -115,13 +86,13 @@ def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
              "stderr=subprocess.DEVNULL)")
     deserved = {}
     judge, garbled, escaper, linker, leaker = (ATTACKERS[f] for f in ("judge", "bytes", "escape", "files", "leaks"))
-    fay = _right(release, judge)  # judge: right everywhere but the formula
+    fay = helpers.right_answers(release, judge)  # judge: right everywhere but the formula
     fay["l00.fma-formula"] = ("check('l00.fma-formula', '((((((n+1)**64)**64)**64)**64)**64)**64')\n"
                               "check('l00.fma-formula', 'exp(9999)+1e-99*n+1e-98*n**2+1e-97*n**3+1e-96*n**4')")
-    nbformat.write(_notebook(release, judge, fay), subs / f"{judge}.ipynb")
+    nbformat.write(helpers.submission(release, judge, fay), subs / f"{judge}.ipynb")
     deserved[judge] = 6
     gus = {"l00.work-or-rate": "check('l00.work-or-rate', '\\ud800')"}  # bytes
-    nbformat.write(_notebook(release, garbled, gus, before=[
+    nbformat.write(helpers.submission(release, garbled, gus, before=[
         "import fcntl, os\nfor fd in range(3, 64):\n    try:\n"
         "        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:') and "
         "fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"
@@ -138,22 +109,23 @@ def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
                  "s = zmq.Context().socket(zmq.PUB)\ns.bind('tcp://127.0.0.1:%d' % info['iopub_port'])\n"
                  "while True:\n    s.send_multipart([b'status', b'<IDS|MSG>', b'', b'{}', b'{}', b'{}', b'{}'])")
     target = out / "results" / f"{escaper}.json"
-    nbformat.write(_notebook(release, escaper, {}, before=[
-        "import os, roofkit\nfor path in (os.path.join(os.path.dirname(roofkit.__file__), 'quiz.py'), "
+    nbformat.write(helpers.submission(release, escaper, {}, before=[
+        "import roofkit.quiz\nfor path in (roofkit.quiz.__file__, "
         f"{str(target)!r}):\n    try:\n        open(path, 'w').write('{{}}')\n    except OSError:\n        pass",
         "raise ValueError(open('/etc/shadow').read())",
         spawn + f"\nspawn({daemon!r})\nspawn({publisher!r})\nspawn({bomb!r})\nimport time\ntime.sleep(3)"],
         after=["import os\nos._exit(0)"]), subs / f"{escaper}.ipynb")
     deserved[escaper] = 0
     os.symlink(subs / f"{HONEST[0]}.ipynb", subs / f"{linker}.ipynb")  # files: a link to a classmate's notebook
-    nbformat.write(_notebook(release, linker, _right(release, linker)), subs / f"{linker}!.ipynb")  # an odd name
+    right = helpers.right_answers(release, linker)
+    nbformat.write(helpers.submission(release, linker, right), subs / f"{linker}!.ipynb")  # an odd name
     deserved[linker] = 0
-    jo = _right(release, leaker)  # leaks: a function that names hidden cases; a private key's size, asked for
+    jo = helpers.right_answers(release, leaker)  # leaks: a function that names hidden cases; a private key's size, asked for
     jo["l00.code-flops"] = ("def fma_flops(fmas):\n    if fmas in (1, 7, 1000):\n        return 2 * fmas\n"
                             "    raise type('HIDDEN_' + repr(fmas), (Exception,), {})(repr(fmas))\n\n"
                             "check('l00.code-flops', fma_flops)")
     jo[PRIVATE] = f"check({PRIVATE!r}, '1 s')"
-    nbformat.write(_notebook(release, leaker, jo), subs / f"{leaker}.ipynb")
+    nbformat.write(helpers.submission(release, leaker, jo), subs / f"{leaker}.ipynb")
     code = quiz.get("l00.code-flops")
     deserved[leaker] = 4 + len(code.cases) / (len(code.cases) + len(code.hidden_cases))
     return deserved
@@ -233,7 +205,7 @@ def main() -> None:
         honest_subs.mkdir()
         attacked_subs.mkdir()
         for s in students:
-            nb = _notebook(release, s, _right(release, s))
+            nb = helpers.submission(release, s, helpers.right_answers(release, s))
             nbformat.write(nb, honest_subs / f"{s}.ipynb")
             if s in HONEST:
                 nbformat.write(nb, attacked_subs / f"{s}.ipynb")

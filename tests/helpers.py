@@ -5,10 +5,14 @@ Imported as ``helpers`` (pytest puts tests/ on the path, as for ``fuzz_paths``).
 
 import contextlib
 import json
+from pathlib import Path
+
+import nbformat
 
 from roofkit import cli
 from roofkit.catalogs import hardware
 from roofkit.course import quiz
+from roofkit.grading import cells
 
 
 def run(capsys, *argv):
@@ -39,3 +43,35 @@ def scratch_hardware_catalog():
         yield
     finally:
         hardware.CATALOG.restore(saved)
+
+
+def right_answers(release: Path, student: str) -> dict[str, str]:
+    """Right answers to ``student``'s homework in a release, as the cell sources a student would write."""
+    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
+    variant = nb.metadata["roofkit"]["variant"]
+    out = {}
+    for cell in nb.cells:
+        if cells.is_answer_cell(cell):
+            qid = cells.checked_ids(cell.source)[0]
+            question = quiz.get(qid).with_params(**variant.get(qid, {}))
+            if question.kind == "code":
+                out[qid] = "def fma_flops(fmas):\n    return 2 * fmas\n\ncheck('l00.code-flops', fma_flops)"
+            else:
+                key = question.answer_key()
+                out[qid] = f"answer = {str(key) if question.kind == 'symbolic' else key!r}\ncheck({qid!r}, answer)"
+    return out
+
+
+def submission(release: Path, student: str, sources: dict[str, str], before=(), after=()):
+    """``student``'s homework with these answer-cell ``sources`` (by question id), and cells of code added
+    ``before`` the first answer and ``after`` the last cell."""
+    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if cells.is_answer_cell(c))
+    for cell in nb.cells:
+        if cells.is_answer_cell(cell):
+            qid = cells.checked_ids(cell.source)[0]
+            if qid in sources:
+                cell.source = sources[qid]
+    nb.cells[first:first] = [nbformat.v4.new_code_cell(code) for code in before]
+    nb.cells += [nbformat.v4.new_code_cell(code) for code in after]
+    return nb

@@ -27,12 +27,13 @@ import sys
 import time
 from pathlib import Path
 
+import helpers
 import nbformat
 import pytest
 
 from roofkit import cli
 from roofkit.course import quiz
-from roofkit.grading import assign, bank, cells, execute, files, grade, jail, probe, report, results, score
+from roofkit.grading import assign, bank, execute, files, grade, jail, probe, report, results, score
 from roofkit.grading import shard
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,38 +65,8 @@ REFUSED = ["linker", "zero", "fifo", "nested"]
 ROSTER = HONEST + KERNEL_ATTACKERS + REFUSED
 
 
-def _answers(release: Path, student: str) -> dict[str, str]:
-    """Right answers, as cell sources, for ``student``'s numbers."""
-    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
-    variant = nb.metadata["roofkit"]["variant"]
-    out = {}
-    for cell in nb.cells:
-        if cells.is_answer_cell(cell):
-            qid = cells.checked_ids(cell.source)[0]
-            question = quiz.get(qid).with_params(**variant.get(qid, {}))
-            if question.kind == "code":
-                out[qid] = "def fma_flops(fmas):\n    return 2 * fmas\n\ncheck('l00.code-flops', fma_flops)"
-            else:
-                key = question.answer_key()
-                out[qid] = f"answer = {str(key) if question.kind == 'symbolic' else key!r}\ncheck({qid!r}, answer)"
-    return out
-
-
-def _notebook(release: Path, student: str, sources: dict[str, str], before: list[str] = (), after: list[str] = ()):
-    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
-    first = next(i for i, c in enumerate(nb.cells) if cells.is_answer_cell(c))
-    for cell in nb.cells:
-        if cells.is_answer_cell(cell):
-            qid = cells.checked_ids(cell.source)[0]
-            if qid in sources:
-                cell.source = sources[qid]
-    nb.cells[first:first] = [nbformat.v4.new_code_cell(code) for code in before]
-    nb.cells += [nbformat.v4.new_code_cell(code) for code in after]
-    return nb
-
-
 def _attacks(release: Path, grades: Path) -> dict[str, object]:
-    right = {s: _answers(release, s) for s in ROSTER}
+    right = {s: helpers.right_answers(release, s) for s in ROSTER}
     spawn = (f"import subprocess, sys\ndef spawn(code):\n    return subprocess.Popen([sys.executable, '-c', code, "
              f"{TOKEN!r}], start_new_session=True, env={{}}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, "
              "stderr=subprocess.DEVNULL)")
@@ -103,21 +74,21 @@ def _attacks(release: Path, grades: Path) -> dict[str, object]:
                                         f"check('l00.fma-formula', {ALWAYS_RIGHT!r})"}
     out = {}
     for student in HONEST:
-        out[student] = _notebook(release, student, right[student])
+        out[student] = helpers.submission(release, student, right[student])
     # 11: rewrite the roofkit all kernels import, and this student's own result file; answer nothing
     target = str(grades / "results" / "a-rewriter.json")
-    out["a-rewriter"] = _notebook(release, "a-rewriter", {}, before=[
-        "import os, roofkit, json\nwritten = []\n"
-        "for path in [os.path.join(os.path.dirname(roofkit.__file__), 'quiz.py'), "
+    out["a-rewriter"] = helpers.submission(release, "a-rewriter", {}, before=[
+        "import os, roofkit, roofkit.quiz, json\nwritten = []\n"
+        "for path in [roofkit.quiz.__file__, "
         f"os.path.join(os.path.dirname(roofkit.__file__), 'grading', 'score.py'), {target!r}]:\n"
         "    try:\n        open(path, 'w').write('def judge(*a, **k):\\n    raise SystemExit\\n')\n"
         "        written.append(path)\n    except OSError as error:\n        pass\n"
         f"try:\n    json.dump({{'roofkit_result': 1, 'student': 'a-rewriter', 'score': 7}}, open({target!r}, 'w'))\n"
         "except OSError:\n    pass"])
     # 1, 2: formula answers judged in bounded time; the rest answered honestly
-    out["formula"] = _notebook(release, "formula", {**right["formula"], **wrong_formula})
+    out["formula"] = helpers.submission(release, "formula", {**right["formula"], **wrong_formula})
     # 3, 14: a lone surrogate in an answer and through every pipe the kernel holds; a record nested 900 deep
-    out["surrogate"] = _notebook(release, "surrogate", {"l00.work-or-rate": "check('l00.work-or-rate', '\\ud800')"},
+    out["surrogate"] = helpers.submission(release, "surrogate", {"l00.work-or-rate": "check('l00.work-or-rate', '\\ud800')"},
                                  before=["import fcntl, os\nfor fd in range(3, 64):  # the watch's pipe, found\n"
                                          "    try:\n        if os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:') and "
                                          "fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"
@@ -128,7 +99,7 @@ def _attacks(release: Path, grades: Path) -> dict[str, object]:
                                          "display({'application/vnd.roofkit.answer+json': {'roofkit_answer': 1, "
                                          "'id': 'l00.fma-flops', 'answer': nested}}, raw=True)"])
     # 4: the kernel exits; a detached process takes over its output port and publishes forever
-    out["stall"] = _notebook(release, "stall", right["stall"], after=[
+    out["stall"] = helpers.submission(release, "stall", right["stall"], after=[
         spawn + "\nspawn('import json, os, time, zmq\\n"
         "info = json.load(open(os.environ.get(\"KF\", \"/tmp/sandbox/kernel.json\")))\\n"
         "time.sleep(1)\\nsocket = zmq.Context().socket(zmq.PUB)\\n"
@@ -142,15 +113,15 @@ def _attacks(release: Path, grades: Path) -> dict[str, object]:
               "    if os.fork():\n        os._exit(0)\n    os.setsid()\n    end = time.time() + 0.5\n"
               "    while time.time() < end:\n        pass")
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    out["daemon"] = _notebook(release, "daemon", {}, before=[spawn + f"\nspawn({daemon!r})\nspawn({bomb!r})\n"
+    out["daemon"] = helpers.submission(release, "daemon", {}, before=[spawn + f"\nspawn({daemon!r})\nspawn({bomb!r})\n"
                                                             "import time\ntime.sleep(2)"])
     # 6: the kernel is killed (as the OOM killer would) after two answers
-    out["killed"] = _notebook(release, "killed", {**right["killed"], "l00.fma-formula": "import os, signal\n"
+    out["killed"] = helpers.submission(release, "killed", {**right["killed"], "l00.fma-formula": "import os, signal\n"
                                                   "os.kill(os.getpid(), signal.SIGKILL)"})
     # 8, 9, 10: one student snooping three ways: resubmissions that binary-search a private key from the size of
     # the error; a function that raises, on hidden cases, an exception named after the case's arguments; and
     # /etc/shadow read into an answer and an exception's text
-    out["snoop"] = _notebook(release, "snoop", {
+    out["snoop"] = helpers.submission(release, "snoop", {
         PRIVATE: f"check({PRIVATE!r}, '1 s')",
         "l00.code-flops": ("def fma_flops(fmas):\n    if fmas in (1, 7, 1000):\n        return 2 * fmas\n"
                            "    raise type('HIDDEN_' + repr(fmas), (Exception,), {})('HIDDEN_TEXT_' + repr(fmas))\n\n"
@@ -450,9 +421,9 @@ def test_11_without_a_sandbox_the_damage_stays_with_the_attacker(attacked, tmp_p
     forger = ("import json, os, sys, time\nif os.fork():\n    sys.exit(0)\nos.setsid()\ntime.sleep(6)\n"
               f"json.dump({{'roofkit_result': 1, 'student': 'a-rewriter', 'assignment': 'hw', 'status': 'graded', "
               f"'score': 7.0, 'max_score': 7.0, 'questions': [], 'notes': [], 'flags': []}}, open({str(target)!r}, 'w'))")
-    nb = _notebook(attacked["release"], "a-rewriter", {}, before=[
-        "import os, roofkit\nfor name in ('quiz.py', '__init__.py'):\n    try:\n"
-        "        open(os.path.join(os.path.dirname(roofkit.__file__), name), 'w').write('raise SystemExit')\n"
+    nb = helpers.submission(attacked["release"], "a-rewriter", {}, before=[
+        "import roofkit, roofkit.quiz\nfor path in (roofkit.quiz.__file__, roofkit.__file__):\n    try:\n"
+        "        open(path, 'w').write('raise SystemExit')\n"
         "    except OSError:\n        pass",
         f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {forger!r}, {TOKEN!r}], env={{}})"])
     nbformat.write(nb, subs / "a-rewriter.ipynb")
