@@ -595,32 +595,35 @@ def _made_up_etc(host: str, uid: int) -> None:
 def kill_marked(folder: str) -> None:
     """Kill processes whose environment names ``folder`` as their sandbox (started without a PID namespace)."""
     marker = f"ROOFKIT_SANDBOX_FOLDER={folder}".encode()
-    for _ in range(20):  # until none is left: a killed process keeps its environment until it has exited
-        found = False
-        for pid in _pids():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as file:
-                    if marker in file.read().split(b"\0"):
-                        found = True
-                        os.kill(pid, signal.SIGKILL)
-            except OSError:
-                continue
-        if not found:
-            return
-        time.sleep(0.05)
+
+    def marked(pid: int) -> bool:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            return marker in file.read().split(b"\0")
+
+    _kill_all(marked)
 
 
 def kill_user(uid: int, last: int | None = None) -> None:
     """Kill every process running as a user id from ``uid`` to ``last`` (kernels' own ids: nothing else runs as
-    them), until none is left."""
+    them)."""
     last = uid if last is None else last
+
+    def owned(pid: int) -> bool:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as file:
+            uids = next((line.split()[1:] for line in file if line.startswith("Uid:")), [])
+        return any(u.isdigit() and uid <= int(u) <= last for u in uids)
+
+    _kill_all(owned)
+
+
+def _kill_all(matches) -> None:
+    """SIGKILL every process ``matches(pid)`` accepts, until none is left (bounded): a killed process keeps its
+    environment and ids until it has exited, and one may fork while the others die."""
     for _ in range(20):
         found = False
         for pid in _pids():
             try:
-                with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as file:
-                    uids = next((line.split()[1:] for line in file if line.startswith("Uid:")), [])
-                if any(u.isdigit() and uid <= int(u) <= last for u in uids):
+                if matches(pid):
                     found = True
                     os.kill(pid, signal.SIGKILL)
             except OSError:
