@@ -35,7 +35,7 @@ import zlib
 
 import ipywidgets as w
 
-__all__ = ["FigureBox", "LiveFigure", "cached", "encode_png"]
+__all__ = ["FigureBox", "LiveFigure", "Scene", "cached", "encode_png"]
 
 
 def _chunk(tag: bytes, data: bytes) -> bytes:
@@ -136,6 +136,41 @@ class LiveFigure:
     def still(self) -> bytes:
         """The last frame as a PNG at zlib's best compression: the picture a static page keeps."""
         return encode_png(self.canvas.buffer_rgba(), level=9)
+
+
+class Scene:
+    """An explorer's figure: drawn once for each :meth:`key` of its state, moved in place for every other change.
+
+    A subclass says what is drawn once (:meth:`build`, which marks its moving artists with ``live.animate``),
+    what decides a redraw (:meth:`key`: the accelerator, the precisions, ...) and how a change moves the
+    artists (:meth:`move`). ``figure`` is passed to :class:`LiveFigure` (``figsize``, ``layout``).
+    """
+
+    def __init__(self, state: dict, **figure):
+        self.state = state
+        self.live = LiveFigure(self._draw, **figure)
+
+    def key(self, state: dict):
+        raise NotImplementedError
+
+    def build(self, live: LiveFigure) -> None:
+        raise NotImplementedError
+
+    def move(self, state: dict) -> None:
+        raise NotImplementedError
+
+    def _draw(self, live: LiveFigure) -> None:
+        self.build(live)
+        self._drawn = self.key(self.state)
+        self.move(self.state)
+
+    def update(self, state: dict) -> None:
+        """Show ``state``: move the artists, or draw the figure again when its key changed."""
+        self.state = state
+        if self.key(state) != self._drawn:
+            self.live.rebuild()
+        else:
+            self.move(state)
 
 
 class FigureBox(w.VBox):

@@ -30,7 +30,7 @@ import html
 
 import ipywidgets as w
 
-from ._box import FigureBox, LiveFigure, cached
+from ._box import FigureBox, LiveFigure, Scene, cached
 
 from ...catalogs import hardware, links, models
 from ...perf import parallel
@@ -136,7 +136,7 @@ def _html(state: dict) -> str:
     return f"<b>{html.escape(title)}</b><table>{cells}</table>{notes}"
 
 
-class _Figure:
+class _Figure(Scene):
     """Memory per GPU and the step's parts as two bars, moved in place as the sliders move.
 
     What is drawn once: the axes, the legends and the accelerator's memory
@@ -146,14 +146,12 @@ class _Figure:
     """
 
     def __init__(self, state: dict):
-        self.state = state
-        self.live = LiveFigure(self._build, figsize=(9, 2.6))
+        super().__init__(state, figsize=(9, 2.6))
 
-    @staticmethod
-    def _key(state: dict) -> str:
+    def key(self, state: dict) -> str:
         return state["accelerator"]
 
-    def _build(self, live: LiveFigure) -> None:
+    def build(self, live: LiveFigure) -> None:
         from ...plots import parallel as plots_parallel
 
         state = self.state
@@ -166,24 +164,14 @@ class _Figure:
                                                   ha="center", va="center", fontsize=style.SIZE["text"],
                                                   color=style.HTML["error"],
                                                   bbox=dict(fc="white", ec="none", pad=8)))
-        self._drawn = self._key(state)
-        self._move(state)
 
-    def _move(self, state: dict) -> None:
+    def move(self, state: dict) -> None:
         failed = "error" in state
         for artist in self.bars.artists:
             artist.set_visible(not failed)
         self.message.set_visible(failed)
         if not failed:
             self.bars.update(state["plan"])
-
-    def update(self, state: dict) -> None:
-        """Show ``state``: move the bars, or redraw when the accelerator changed."""
-        self.state = state
-        if self._key(state) != self._drawn:
-            self.live.rebuild()
-        else:
-            self._move(state)
 
 
 class ParallelExplorer(FigureBox):

@@ -45,7 +45,7 @@ from typing import Callable
 
 import ipywidgets as w
 
-from ._box import FigureBox, LiveFigure, cached
+from ._box import FigureBox, LiveFigure, Scene, cached
 
 from ...plots import diagrams
 from ... import dtypes, formulas
@@ -213,7 +213,7 @@ def _html(state: dict) -> str:
     return f"<b>{html.escape(state['accelerator'])}</b><table>{cells}</table>"
 
 
-class _Figure:
+class _Figure(Scene):
     """The roofline with the kernel on it, and beside it the bars of T_math and T_mem, moved in place.
 
     What is drawn once: the roofs of the accelerator and precision (redrawn
@@ -222,13 +222,13 @@ class _Figure:
     """
 
     def __init__(self, state: dict):
-        self.state = state
-        self.live = LiveFigure(self._build, figsize=(13, 5.2))
+        super().__init__(state, figsize=(13, 5.2))
 
-    def _roofs(self, state: dict) -> tuple:
+    def key(self, state: dict) -> tuple:
+        """The roofs drawn: the accelerator, the precision, and whether the achievable ones are shown."""
         return state["accelerator_key"], state["precision"], state["achievable"] is not None
 
-    def _build(self, live: LiveFigure) -> None:
+    def build(self, live: LiveFigure) -> None:
         state, fig = self.state, live.fig
         spec = KERNELS[state["kernel"]]
         roof_ax, bars_ax = fig.subplots(1, 2, width_ratios=(1.75, 1))
@@ -246,10 +246,8 @@ class _Figure:
         self.bars = diagrams.TimeBars(bars_ax, ["datasheet roofs"] + (["achievable roofs"] if ach else []),
                                       title="time of one call")
         live.animate(*self.bars.artists)
-        self._roofs_drawn = self._roofs(state)
-        self._move(state)
 
-    def _move(self, state: dict) -> None:
+    def move(self, state: dict) -> None:
         point = (state["intensity"], state["attainable_flops_per_s"])
         self.dot.set_data([point[0]], [point[1]])
         self.name.xy = point
@@ -261,14 +259,6 @@ class _Figure:
         if state["achievable"]:
             rows.append(("achievable roofs", state["achievable"]["t_math_s"], state["achievable"]["t_mem_s"]))
         self.bars.update(rows)
-
-    def update(self, state: dict) -> None:
-        """Show ``state``: move the dot and the bars, or redraw the roofs when the accelerator or precision changed."""
-        self.state = state
-        if self._roofs(state) != self._roofs_drawn:
-            self.live.rebuild()
-        else:
-            self._move(state)
 
 
 def _powers(spec: KernelSpec, keep: int) -> list[tuple[str, int]]:

@@ -31,7 +31,7 @@ import html
 
 import ipywidgets as w
 
-from ._box import FigureBox, LiveFigure, cached
+from ._box import FigureBox, LiveFigure, Scene, cached
 
 from ... import dtypes
 from ...catalogs import hardware, models
@@ -142,7 +142,7 @@ def _sweep(model, hw, gpus, context, dtype, weights_dtype, kv_dtype) -> dict:
     return plot.batch_sweep(model, hw, gpus, context, BATCHES, dtype, weights_dtype, kv_dtype)
 
 
-class _Figure:
+class _Figure(Scene):
     """One GPU's memory as a bar over TPOT and tokens/s against the batch, moved in place as the sliders move.
 
     What is drawn once: the axes, fixed over every context and batch the
@@ -152,19 +152,17 @@ class _Figure:
     """
 
     def __init__(self, state: dict):
-        self.state = state
         # fixed margins: a constrained layout would double the time to draw
-        self.live = LiveFigure(self._build, figsize=(8.5, 5.6), layout=None)
+        super().__init__(state, figsize=(8.5, 5.6), layout=None)
 
-    @staticmethod
-    def _key(state: dict) -> tuple:
+    def key(self, state: dict) -> tuple:
         from ...plots import serving as plot
 
         return (state["model"], state["hw"], state["gpus"], state["dtype"], state["weights_dtype"],
                 state["kv_dtype"], state["tpot_s"] is None and state["error"],
                 plot.MemoryBar.key_of(state["plan"]))
 
-    def _build(self, live: LiveFigure) -> None:
+    def build(self, live: LiveFigure) -> None:
         from ...plots import serving as plot
 
         state = self.state
@@ -184,23 +182,13 @@ class _Figure:
             self.curve = plot.BatchCurve(bottom, (min(tpot), max(tpot)), (min(rate), max(rate)),
                                          "decode at the chosen context")
             live.animate(*self.curve.artists)
-        self._drawn = self._key(state)
-        self._move(state)
 
-    def _move(self, state: dict) -> None:
+    def move(self, state: dict) -> None:
         self.memory.update(state["plan"])
         if self.curve is not None:
             sweep = _sweep(state["model"], state["hw"], state["gpus"], state["context"], state["dtype"],
                            state["weights_dtype"], state["kv_dtype"])
             self.curve.update(sweep, state["batch"])
-
-    def update(self, state: dict) -> None:
-        """Show ``state``: move the bar and the curves, or redraw when what is drawn once changed."""
-        self.state = state
-        if self._key(state) != self._drawn:
-            self.live.rebuild()
-        else:
-            self._move(state)
 
 
 class ServingExplorer(FigureBox):
