@@ -117,6 +117,24 @@ def test_zero3_sends_half_as_much_again_per_micro_batch():
     assert judge("l14.zero3-traffic", 1.5).misconception == "per-step"
 
 
+def test_zero3_slices_by_hand_and_as_the_plan_charges_them():
+    # GPT-3 175B in Megatron-LM's tensors: 96 layers x 4 matrices + the two embedding tables gathered (100,000
+    # elements or more: DeepSpeed's stage3_param_persistence_threshold), 96 x 8 biases and LayerNorm vectors + the
+    # final LayerNorm's 2 kept; 3 gathers and 1 reduce-scatter for the first, 2 calls for the others
+    from roofkit.perf import steptime
+    from roofkit.perf.parallel import published
+
+    floor = steptime.roofs("a100", calibrated=True).floor_s
+    assert key("l14.zero3-slices") == pytest.approx(1536 * ((96 * 4 + 2) * 4 + (96 * 8 + 2) * 2) * 2 * floor)
+    row = next(r for r in published.load("held-out") if r.case.endswith("ZeRO-3 174.6b on 1536 A100"))
+    assert key("l14.zero3-slices") == pytest.approx(published.predict(row, calibrated=True)
+                                                    .communication["slices"]["exposed_s"])
+    assert judge("l14.zero3-slices", key("l14.zero3-slices") / 1536).misconception == "per-tensor"
+    assert judge("l14.zero3-slices", key("l14.zero3-slices") / 2).misconception == "one-op"
+    assert judge("l14.zero3-slices", key("l14.zero3-slices", gpus=512) * 3).correct
+    assert judge("l14.zero3-slices", 52.1).correct  # with the floor as the prompt rounds it, 5.5 us
+
+
 # --- tensor and pipeline parallelism ---------------------------------------------------------------------------
 
 def test_tp_limit_is_f_w_over_c_with_three_matmuls_for_swiglu():

@@ -89,6 +89,31 @@ def test_parameter_count_equals_an_inventory_of_the_weights(key):
     assert m.params == m.layers * m.params_per_layer + m.embedding_params + m.d_model * (2 if m.norm == "layernorm" else 1)
 
 
+@pytest.mark.parametrize("key", BUILT_IN)
+def test_parameter_tensors_add_up_to_the_parameters(key):
+    m = models.get(key)
+    tensors = m.parameter_tensors()
+    assert sum(tensors) == m.params and all(x > 0 for x in tensors)
+    norms = 2 if m.norm == "layernorm" else 1
+    per_layer = 4 + 2 * norms + (4 if m.bias else 0)  # Megatron-LM's fused QKV and gate-and-up: 4 matrices
+    tables = 1 + (m.positions > 0) + (not m.tied_embeddings)
+    if not (m.mla or m.moe):
+        assert len(tensors) == m.layers * per_layer + tables + norms
+    else:  # every routed and shared expert holds two matrices, each MoE layer a router
+        moe_layers = m.layers - m.dense_layers
+        assert len(tensors) > moe_layers * (2 * (m.experts + m.shared_experts) + 1)
+
+
+def test_parameter_tensors_of_a_gpt_as_megatron_lm_holds_them():
+    # GPT-3 175B (Brown et al. 2020), a layer in Megatron-LM's order: LayerNorm (weight, bias), QKV [3d, d] and its
+    # bias, the projection and its bias, LayerNorm, the MLP's two matrices and their biases; then a tied embedding,
+    # the positions and the final LayerNorm
+    m = models.get("gpt-3-175b")
+    d = m.d_model
+    assert m.parameter_tensors()[:12] == [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
+    assert m.parameter_tensors()[-4:] == [m.vocab * d, 2048 * d, d, d]
+
+
 def test_exact_counts_of_the_llama_family():
     # the counts in the safetensors index of each Hugging Face repository
     assert models.get("llama-2-7b").params == 6_738_415_616

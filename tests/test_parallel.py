@@ -363,10 +363,27 @@ def test_cli_parallel_json(capsys):
     assert code == 0 and "MFU" in out and "pipeline bubble" in out
 
 
+def test_cli_parallel_gather_api_list(capsys):
+    argv = ["parallel", "--model", "gpt-3-175b", "--hw", "a100", "--gpus", "384", "--zero", "3",
+            "--global-batch-tokens", "3145728", "--seq", "2048", "--recompute", "--no-overlap", "--calibrated",
+            "--gather-api", "list", "--json"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    data = json.loads(out)
+    plan = parallel.plan("gpt-3-175b", "a100", 384, 3145728, 2048, zero=3, recompute="full", overlap=False,
+                         gather_api="list", calibrated=True)
+    assert data["gather_api"] == "list" and data["step_time_s"] == pytest.approx(plan.step_time_s)
+    assert data["communication"]["slices"]["calls"] == plan.communication["slices"]["calls"] > 0
+    code, out, _ = run(capsys, *argv[:-1])
+    assert code == 0 and "slices (per-rank slices)" in out
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--dp", "3"], "tp x cp x pp x dp = 8 x 1 x 4 x 3 = 96, not gpus = 1024"),
     (["--inter", "ici-v5p"], "has no link 'ici-v5p'. Its links: hgx-h100"),
     (["--zero", "5"], "invalid choice: 5"),
+    (["--gather-api", "lists"], "invalid choice: 'lists' (choose from 'flat', 'list')"),
+    (["--zero", "1", "--gather-api", "list"], "zero = 1 gathers its buckets once a step"),
 ])
 def test_cli_parallel_bad_input_is_one_line_and_exit_2(capsys, extra, message):
     argv = ["parallel", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "1024", "--tp", "8", "--pp", "4",
@@ -412,6 +429,35 @@ def test_zero_collectives_are_what_the_plan_sends():
         assert sent == parallel.zero_collectives(zero, plan.microbatches)
     with pytest.raises(InvalidValue, match="zero must be one of"):
         parallel.zero_collectives(5)
+
+
+def test_list_collectives_handle_every_rank_s_slice_of_every_tensor():
+    # DeepSpeed's ZeRO-3 of 2021: a tensor of 100,000 elements or more is gathered as the policy says and
+    # reduce-scattered each micro-batch; a smaller one stays gathered, is reduce-scattered and regathered after the step
+    tensors = [10**6, 10**6, 99_999]
+    assert parallel.list_slices(tensors, 64, recompute="full", gather_api="list") == 64 * (2 * 4 + 2)
+    assert parallel.list_slices(tensors, 64, microbatches=2, gather_api="list") == 64 * (2 * 6 + 3)
+    assert parallel.list_slices(tensors, 64, policy="per-step", gather_api="list") == 64 * (2 * 2 + 2)
+    assert parallel.list_slices(tensors, 64, recompute="full") == 0  # one flat buffer a call: nothing per rank
+    with pytest.raises(InvalidValue, match="gather_api must be one of flat, list; got 'lists'"):
+        parallel.list_slices(tensors, 64, gather_api="lists")
+
+
+def test_list_collectives_cost_the_estimate_not_the_bound():
+    args = dict(model="llama-3-8b", hw="h100", gpus=256, global_batch_tokens=256 * 8192, seq=8192, zero=3)
+    for calibrated in (False, True):
+        flat = parallel.plan(**args, calibrated=calibrated)
+        lists = parallel.plan(**args, gather_api="list", calibrated=calibrated)
+        slices = lists.communication["slices"]
+        # 4 matrices a layer and the two vocabulary tables: 2 gathers, 1 reduce-scatter; the norms: 2 calls
+        assert slices["calls"] == 256 * (3 * (32 * 4 + 2) + 2 * (32 * 2 + 1))
+        assert "slices" not in flat.communication and lists.gather_api == "list"
+        extra = lists.step_time_s - flat.step_time_s
+        assert extra == (pytest.approx(slices["calls"] * 2 * lists.roofs["floor_s"]) if calibrated else 0.0)
+    with pytest.raises(InvalidValue, match="zero = 1 gathers its buckets once a step"):
+        parallel.plan(**(args | {"zero": 1}), gather_api="list")
+    with pytest.raises(InvalidValue, match="gather_api must be one of flat, list; got 'nccl'"):
+        parallel.plan(**args, gather_api="nccl")
 
 
 @pytest.mark.parametrize("n", [2, 8, 64, 1024])

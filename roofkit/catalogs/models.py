@@ -181,6 +181,47 @@ class Model:
             return sum(self._layers_params()) + self.embedding_params + self._final_norm
         return self.layers * self.params_per_layer + self.embedding_params + self._final_norm
 
+    def parameter_tensors(self) -> list[int]:
+        """The elements of each parameter tensor, as Megatron-LM holds them: one fused QKV matrix (MLA: its
+        down and up projections), the output projection, one fused gate-and-up matrix and the down matrix of
+        each MLP or expert, each router, bias and norm vector on its own; then the embeddings and the final
+        norm. They sum to :attr:`params`. What a framework that handles its weights tensor by tensor (ZeRO-3
+        gathering each parameter) counts calls by.
+
+        >>> len(get("gpt3-175b").parameter_tensors())   # 12 a layer x 96, 2 embeddings, the final LayerNorm
+        1156
+        """
+        d, H, m = self.d_model, self.heads, (2 if self.gated else 1)
+        q, kv = H * self.head_dim, 2 * self.kv_heads * self.head_dim
+        norm = [d, d] if self.norm == "layernorm" else [d]
+        if self.mla:  # DeepSeek-V2, section 2.1.2: W^DQ and W^UQ (or one W^Q), W^DKV with W^KR, W^UK with W^UV
+            nope, rope, v, c_q, c = (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim,
+                                     self.q_lora_rank, self.kv_lora_rank)
+            query = [d * c_q, c_q, c_q * H * (nope + rope)] if c_q else [d * H * (nope + rope)]
+            attention = query + [d * (c + rope), c, c * H * (nope + v), H * v * d]
+        else:
+            bias = self.bias and not self.moe
+            attention = [d * (q + kv), q + kv, q * d, d] if bias else [d * (q + kv), q * d]
+
+        def mlp(width, bias):
+            return [m * d * width, m * width, width * d, d] if bias else [m * d * width, width * d]
+
+        tensors = []
+        for layer in range(self.layers):
+            tensors += norm + attention + norm
+            if self.moe and layer >= self.dense_layers:
+                tensors.append(self.experts * d)  # the router
+                for _ in range(self.experts + self.shared_experts):
+                    tensors += mlp(self.moe_d_ff, False)
+            else:
+                tensors += mlp(self.d_ff, self.bias and not (self.moe or self.mla))
+        tensors.append(self.vocab * d)
+        if self.positions:
+            tensors.append(self.positions * d)
+        if not self.tied_embeddings:
+            tensors.append(self.vocab * d)
+        return tensors + norm
+
     def source(self, figure: str) -> str:
         """Where ``figure`` ('d_ff', 'kv_heads', ...) comes from."""
         return self.sources.get(figure, self.sources.get("*", "unknown"))

@@ -16,7 +16,7 @@ def cmd_parallel(args) -> None:
                          sequence_parallel=args.sequence_parallel, overlap=not args.no_overlap,
                          tp_overlap=args.tp_overlap, policy=args.fsdp_policy, attention=args.attention,
                          efficiency=args.efficiency, achievable=args.achievable, intra=args.intra, inter=args.inter,
-                         node_gpus=args.node_gpus, calibrated=args.calibrated)
+                         node_gpus=args.node_gpus, gather_api=args.gather_api, calibrated=args.calibrated)
     mode = ("calibrated estimate: achievable roofs, NCCL's measured bandwidth, fitted shares" if plan.calibrated
             else "bound: datasheet roofs, line-rate links, perfect overlap (no real run is faster)")
     extras = f", {plan.policy}" if plan.policy else ""
@@ -65,6 +65,9 @@ def register(sub, common) -> None:
     p.add_argument("--fsdp-policy", choices=("full-shard", "shard-grad-op", "per-step"),
                    help="ZeRO-3's gathering: full-shard (default; gathers again for the backward), shard-grad-op "
                         "(once per micro-batch), per-step (once per step, as Llama 3)")
+    p.add_argument("--gather-api", choices=("flat", "list"), default="flat",
+                   help="how ZeRO-3 hands its buffers to the collectives: flat (default; one buffer a call, FSDP) or "
+                        "list (a tensor per rank, each parameter on its own: DeepSpeed's ZeRO-3 of 2021)")
     p.add_argument("--global-batch-tokens", required=True, type=size("global-batch-tokens"),
                    help="tokens per optimizer step, e.g. 4M")
     p.add_argument("--seq", required=True, type=size("seq"), help="sequence length, e.g. 8192")

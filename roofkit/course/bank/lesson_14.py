@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ...perf import comms, parallel, training
+from ...perf import comms, parallel, steptime, training
 from ...catalogs import hardware, links, models
 from ...errors import RoofkitError
 from ..quiz import Misconception, Question, register
@@ -177,6 +177,25 @@ def _other_layout(letter, fits):
         named = (_best_layout(gpus, batch_m), _best_layout(gpus, batch_m, fits_only=False), _least_memory(gpus, batch_m))
         return letter if letter in plans and plans[letter].fits == fits and letter not in named else None
     return value
+
+
+def _slices_facts() -> dict:
+    """GPT-3 175B's parameter tensors, how many DeepSpeed gathers every pass, and the per-kernel floor (A100)."""
+    tensors = models.get("gpt-3-175b").parameter_tensors()
+    large = sum(x >= parallel.PERSISTENCE_THRESHOLD for x in tensors)
+    return {"tensors": len(tensors), "large": large, "small": len(tensors) - large,
+            "floor_us": steptime.roofs("a100", calibrated=True).floor_s * 1e6}
+
+
+def _slices_s(gpus, gathers=3, ops=None, per_rank=True):
+    """Seconds a step of DeepSpeed's 2021 ZeRO-3 spends on the ranks' slices of GPT-3 175B's list collectives
+    (:func:`roofkit.parallel.sharding.list_slices`; ``gathers``, ``ops``, ``per_rank``: the mistakes)."""
+    f = _slices_facts()
+    calls = f["large"] * (gathers + 1) + f["small"] * 2
+    if gathers == 3 and per_rank:
+        calls = parallel.list_slices(models.get("gpt-3-175b").parameter_tensors(), gpus, recompute="full",
+                                     gather_api="list") / gpus
+    return (gpus if per_rank else 1) * calls * (ops or parallel.OPS_PER_SLICE) * f["floor_us"] * 1e-6
 
 
 def _fit_beta(small_bytes, small_us, large_bytes, large_us):
@@ -383,6 +402,37 @@ register(
                           answer=lambda microbatches: parallel.sync_volume(3, 64) / parallel.sync_volume(0, 64)),
         ),
         variants={"microbatches": (2, 3, 4, 8, 16)},
+    ),
+    Question(
+        id="l14.zero3-slices",
+        lesson="14",
+        kind="numeric",
+        prompt=("In 2021 DeepSpeed's ZeRO-3 gathered and reduce-scattered each parameter tensor with its own call to "
+                "the list forms of PyTorch's all_gather and reduce_scatter, which handle every rank's slice on its "
+                "own: a view made in Python and a copy, two operations of about {floor_us:.1f} µs each (the "
+                "per-kernel floor of lesson 11). GPT-3 175B has {tensors:,} parameter tensors. {large} of them hold "
+                "100,000 elements or more: with full recomputation each is gathered three times a step (forward, "
+                "recomputed forward, backward) and reduce-scattered once. The other {small} stay gathered: each is "
+                "reduce-scattered once and gathered again after the optimizer step. On {gpus:,} GPUs, how many "
+                "seconds of each step go to these slices?"),
+        params={"gpus": 1536, **_slices_facts()},
+        key=lambda gpus, **_: _slices_s(gpus),
+        unit="s",
+        rtol=0.005,
+        figures=3,
+        hints=("Count the calls of a step first: four for each large tensor, two for each small one.",
+               "Every call handles one slice per GPU, and every slice costs two operations."),
+        misconceptions=(
+            Misconception("per-tensor", "That is one slice per call. The list forms handle every rank's slice on "
+                                        "its own: multiply by the GPU count.",
+                          answer=lambda gpus, **_: _slices_s(gpus, per_rank=False)),
+            Misconception("one-op", "Each slice costs two operations, the view and the copy.",
+                          answer=lambda gpus, **_: _slices_s(gpus, ops=1)),
+            Misconception("two-gathers", "With full recomputation the forward runs twice: the large tensors are "
+                                         "gathered three times a step, not two.",
+                          answer=lambda gpus, **_: _slices_s(gpus, gathers=2)),
+        ),
+        variants={"gpus": (512, 2048, 3072)},
     ),
     Question(
         id="l14.tp-critical-degree",

@@ -29,9 +29,10 @@ from .pipeline import (SCHEDULES, bubble_fraction, bubble_time, chunk_layers, in
     microbatches_for_bubble, schedule)
 from .plan import Plan, plan
 from .search import search
-from .sharding import POLICIES, ZERO_STAGES, policy_of, state_bytes, sync_volume, zero_collectives
+from .sharding import (GATHER_APIS, OPS_PER_SLICE, PERSISTENCE_THRESHOLD, POLICIES, ZERO_STAGES, list_slices, policy_of,
+                       state_bytes, sync_volume, zero_collectives)
 
-__all__ = ["ZERO_STAGES", "POLICIES", "SCHEDULES", "bubble_fraction", "bubble_time", "microbatches_for_bubble",
+__all__ = ["ZERO_STAGES", "POLICIES", "GATHER_APIS", "OPS_PER_SLICE", "PERSISTENCE_THRESHOLD", "list_slices", "SCHEDULES", "bubble_fraction", "bubble_time", "microbatches_for_bubble",
            "in_flight", "chunk_layers", "layers_in_flight", "schedule", "dp_critical_batch", "tp_critical_degree", "zero_collectives", "sync_volume",
            "state_bytes", "policy_of", "TENSORS", "activation_bytes", "memory_per_gpu", "layer_params", "expert_all_to_all",
            "all_to_all_bytes", "A2A_PER_LAYER", "Fabric", "span", "Plan", "plan", "search"]

@@ -70,7 +70,7 @@ from ...units import positive, whole
 from .fabric import Fabric, links_of, span
 from .memory import layer_params, memory_per_gpu
 from .pipeline import layers_in_flight, schedule
-from .sharding import ZERO_STAGES, policy_of, zero_collectives
+from .sharding import GATHER_APIS, OPS_PER_SLICE, ZERO_STAGES, list_slices, policy_of, zero_collectives
 
 __all__ = ["Plan", "plan"]
 
@@ -122,6 +122,7 @@ class Plan:
     roofs: dict = field(default_factory=dict)
     memory_estimate: dict = field(default_factory=dict)  # activations as an eager implementation keeps them
     memory_stage: int = 0  # the pipeline rank that holds most
+    gather_api: str = "flat"
 
     @property
     def communication_s(self) -> float:
@@ -219,7 +220,7 @@ def _check_layout(M, G, t, c, p, d, e, zero):
 def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, zero=0, microbatches=None,
          virtual_stages=1, dtype="bf16", recompute="none", overlap=True, efficiency=1.0, achievable=False,
          intra=None, inter=None, node_gpus=None, ep=1, sequence_parallel=False, policy=None, attention="flash",
-         tp_overlap=False, p2p_overlap=True, calibrated=False, constants=None) -> Plan:
+         tp_overlap=False, p2p_overlap=True, gather_api="flat", calibrated=False, constants=None) -> Plan:
     """Step time, MFU and memory per GPU of ``model`` trained on ``gpus`` x ``hw`` in a TP x CP x PP x DP layout.
 
     ``model``: a catalog name, a Model, a TOML or config.json file (:func:`roofkit.models.get`).
@@ -232,7 +233,11 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     nothing hides behind compute. ``tp_overlap``: the run overlaps TP traffic
     with its GEMMs (Megatron-Core's ``--tp-comm-overlap``). ``p2p_overlap=False``:
     the pipeline's sends wait between micro-batches (Megatron-LM before
-    Megatron-Core, DeepSpeed's pipeline engine). ``attention``:
+    Megatron-Core, DeepSpeed's pipeline engine). ``gather_api='list'`` (ZeRO-3):
+    each parameter tensor gathered and reduce-scattered with its own call that
+    handles every rank's slice on its own (DeepSpeed's ZeRO-3 of 2021,
+    :func:`roofkit.parallel.sharding.list_slices`), each slice at the per-kernel
+    floor (calibrated; free in the bound). ``attention``:
     'flash' or 'unfused' (before FlashAttention). ``calibrated``: the estimate
     (module docstring) with ``constants`` (default: fitted on published runs).
     ``achievable`` (bound only): the matmuls at the best measured rate;
@@ -257,6 +262,11 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     d = whole(dp, "dp")
     _check_layout(M, G, t, c, p, d, e, zero)
     policy = policy_of(zero, policy)
+    if gather_api not in GATHER_APIS:
+        raise InvalidValue(f"gather_api must be one of {', '.join(GATHER_APIS)}; got {gather_api!r}.")
+    if gather_api == "list" and zero != 3:
+        raise InvalidValue(f"gather_api='list' describes ZeRO-3's per-parameter gathers; zero = {zero} gathers its "
+                           "buckets once a step: use zero=3 or gather_api='flat'.")
     mode = steptime.recompute_mode(recompute)
     if not isinstance(calibrated, bool):
         raise InvalidValue(f"calibrated must be True or False; got {calibrated!r}.")
@@ -370,6 +380,11 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
             exposed = max(0.0, traffic - eta * m * stage_mb)
             for kind in ("dp", "zero"):
                 comm[kind]["exposed_s"] = exposed * comm[kind]["time_s"] / traffic if traffic else 0.0
+        if gather_api == "list":  # every rank's slice of every call, one by one, on the critical path
+            slices = list_slices([x / t for x in M.parameter_tensors()], shards, m, policy, mode, gather_api) / p
+            busy = slices * OPS_PER_SLICE * r.floor_s
+            comm["slices"] = {"collective": "per-rank slices", "bytes_per_call": 0.0, "calls": slices,
+                              "group": shards, "level": comm["zero"]["level"], "time_s": busy, "exposed_s": busy}
 
     # --- the bound: every link's traffic hidden as far as it fits in the step ----------------------------------
     if not calibrated:
@@ -410,7 +425,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                   memory_estimate=memory_estimate, memory_stage=stage,
                   memory_capacity_bytes=acc.capacity_bytes, ep=e, policy=policy,
                   sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
-                  p2p_overlap=bool(p2p_overlap),
+                  p2p_overlap=bool(p2p_overlap), gather_api=gather_api,
                   calibrated=calibrated, optimizer_s=optimizer, hardware_flops=hardware_flops,
                   schedule=schedule(v) if p > 1 else "none", constants=k.to_dict(), roofs=r.to_dict())
     _warn(result, acc, t, node, compute, t_mb, dense_layers, moe_layers, p)

@@ -131,7 +131,7 @@ def plan_args(run: Run) -> dict:
                                                                                    f.get("sequence_parallel", False))),
                 attention=a.get("attention", "flash"), overlap=bool(a.get("overlap", True)),
                 tp_overlap=bool(a.get("tp_overlap", False)), p2p_overlap=bool(a.get("p2p_overlap", True)),
-                policy=a.get("policy"), inter=a.get("inter"))
+                policy=a.get("policy"), inter=a.get("inter"), gather_api=a.get("gather_api", "flat"))
     if a.get("recompute") == "least-that-fits":
         from .plan import plan
 

@@ -28,10 +28,24 @@ from __future__ import annotations
 from ...errors import InvalidValue
 from ...units import positive, whole
 
-__all__ = ["ZERO_STAGES", "POLICIES", "policy_of", "zero_collectives", "sync_volume", "state_bytes"]
+__all__ = ["ZERO_STAGES", "POLICIES", "GATHER_APIS", "PERSISTENCE_THRESHOLD", "OPS_PER_SLICE", "policy_of",
+           "zero_collectives", "sync_volume", "state_bytes", "list_slices"]
 
 ZERO_STAGES = (0, 1, 2, 3)
 POLICIES = ("full-shard", "shard-grad-op", "per-step")
+# how stage 3 hands its buffers to the collectives: one flat buffer (torch.distributed.all_gather_into_tensor and
+# reduce_scatter_tensor: FSDP, DeepSpeed from v0.5.5) or a list of one tensor per rank (the list forms
+# all_gather and reduce_scatter: DeepSpeed's ZeRO-3 of 2021, v0.3.12 to v0.5.4)
+GATHER_APIS = ("flat", "list")
+# DeepSpeed's stage3_param_persistence_threshold default (deepspeed/runtime/zero/stage3.py, v0.3.13 on):
+# parameters with fewer elements stay gathered between steps
+PERSISTENCE_THRESHOLD = 100_000
+# with the list forms, each rank's slice of every call is handled on its own, twice: DeepSpeed's Python makes a
+# view of it (partition_parameters.py: _allgather_param, _reduce_scatter_gradient, a loop over the world size) and
+# PyTorch's process group copies it out of or into its flat buffer (ProcessGroupNCCL::allgather and ::reduce_scatter
+# with tensor lists, PyTorch 1.8: one copy_ per rank; "the torch.distributed.all_gather will do implicit memcpy
+# at the end of each ncclAllgather", DeepSpeed pull request 1188)
+OPS_PER_SLICE = 2
 
 
 def _stage(zero) -> int:
@@ -119,3 +133,29 @@ def state_bytes(params, shards=1, zero=0, weights="bf16", grads="bf16", master="
              "grads": N * per["grads"] / (d if zero >= 2 and not whole_step else 1),
              "optimizer": N * optimizer / (d if zero >= 1 else 1)}
     return parts | {"total": sum(parts.values())}
+
+
+def list_slices(tensors, shards, microbatches=1, policy=None, recompute="none", gather_api="flat") -> int:
+    """Ranks' slices a step of ZeRO-3 handles one by one with the ``gather_api='list'`` collectives (0 with 'flat').
+
+    DeepSpeed's ZeRO-3 of 2021 gathered and reduce-scattered every parameter
+    tensor with its own call; with the list forms each call walks all
+    ``shards`` ranks' slices (:data:`OPS_PER_SLICE` operations each). A tensor
+    of :data:`PERSISTENCE_THRESHOLD` elements or more is gathered as the policy
+    says and reduce-scattered once per micro-batch; a smaller one stays
+    gathered, reduce-scattered the same, and gathered again once after the
+    optimizer step. ``tensors``: the elements of each parameter tensor this GPU
+    shards (:meth:`roofkit.models.Model.parameter_tensors`).
+
+    >>> list_slices([10**6, 10**3], shards=8, recompute="full", gather_api="list")  # (3 + 1) x 8 + (1 + 1) x 8
+    48
+    """
+    if gather_api not in GATHER_APIS:
+        raise InvalidValue(f"gather_api must be one of {', '.join(GATHER_APIS)}; got {gather_api!r}.")
+    if gather_api == "flat":
+        return 0
+    calls = zero_collectives(3, microbatches, policy, recompute)
+    large = calls["zero"][1] + calls["dp"][1]
+    small = 1 + calls["dp"][1]
+    n = whole(shards, "shards")
+    return n * sum(large if elements >= PERSISTENCE_THRESHOLD else small for elements in tensors)
