@@ -29,7 +29,10 @@ moving a layer off the first and the last stage). Communication per micro-batch 
 * PP: one send of the activations per stage boundary each way; only filling and
   draining the pipeline, 2(p - 1) sends, wait for them.
 * DP: the ZeRO stage's collectives (:mod:`roofkit.parallel.sharding`), over the
-  DP x CP ranks that hold the same weights.
+  DP x CP ranks that hold the same weights. With ``gather_api='list'`` (DeepSpeed's
+  ZeRO-3 of 2021) every rank's slice of every parameter tensor's call is handled on
+  its own: :func:`~roofkit.parallel.sharding.list_slices` of them, each two
+  operations at the per-kernel floor (calibrated; free in the bound).
 
 Two modes:
 
