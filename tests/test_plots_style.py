@@ -44,3 +44,18 @@ def test_a_bound_has_one_colour_and_time_bars_use_it():
     colours = {to_hex(p.get_facecolor()[:3]) for p in fig.axes[0].patches}
     assert {style.BOUND["compute"], style.BOUND["memory"]} <= colours
     assert dict((key, colour) for key, _, colour, _ in STEP_PARTS)["compute_s"] == style.BOUND["compute"]
+
+
+def test_accelerators_on_a_roofline_take_no_colour_that_means_something_else():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.colors import to_hex
+
+    from roofkit import roofline
+
+    meaning = {*style.BOUND.values(), style.LIMIT, style.MEASURED} - {style.BOUND["compute"]}
+    assert len(set(style.ACCELERATORS)) == len(style.ACCELERATORS) and not meaning & set(style.ACCELERATORS)
+    fig = roofline.plot(["h100", "a100", "mi300x"], "bf16")
+    drawn = {to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+    assert set(style.ACCELERATORS[:3]) <= drawn and style.BOUND["memory"] not in drawn

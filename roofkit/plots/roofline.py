@@ -5,7 +5,7 @@ the model of :mod:`roofkit.perf.roofline` (attainable, bound, ridge_point,
 analyze, ...) re-exported, so ``roofline.analyze`` and ``roofline.plot`` sit
 side by side while the model itself never imports the figures' layer.
 Colours and sizes come from :mod:`roofkit.plots.style`: a colour per
-accelerator (its ``CYCLE``), a line style per precision (``PRECISION_LINES``).
+accelerator (``ACCELERATORS``), a line style per precision (``PRECISION_LINES``).
 
     >>> from roofkit import roofline
     >>> fig = roofline.plot("h100", "bf16", kernels=[("GEMV", 1.0)])
@@ -25,7 +25,7 @@ from ..perf.roofline import *  # noqa: F403  the model, under the public name le
 from ..perf.roofline import __all__ as _model
 from ..perf.roofline import attainable, percent_of_roofline, ridge_point
 from ..units import positive
-from .style import CYCLE, GRID, INK, LABEL_BOX, PALETTE, PRECISION_LINES, SIZE
+from .style import ACCELERATORS, GRID, INK, LABEL_BOX, PALETTE, PRECISION_LINES, SIZE
 
 __all__ = [*_model, "Kernel", "Roof", "plot", "save_png"]
 
@@ -159,11 +159,11 @@ def plot(accelerators=("h100",), precisions=("bf16",), kernels=(), measured=(), 
     ax.text(ridges[0] * 1.3, y0[1] / 1.5, "compute-bound", color=INK["faint"], fontsize=SIZE["text"], va="top")
 
     for i, acc in enumerate(chips):
-        _draw_accelerator(ax, acc, [p for a, p in pairs if a is acc], CYCLE[i % len(CYCLE)], x0, y0)
+        _draw_accelerator(ax, acc, [p for a, p in pairs if a is acc], ACCELERATORS[i % len(ACCELERATORS)], x0, y0)
     for i, r in enumerate(extra, start=len(chips)):
         I_star = r.peak_flops / r.bandwidth
         ax.plot([x0[0], I_star, x0[1]], [r.bandwidth * x0[0], r.peak_flops, r.peak_flops],
-                color=CYCLE[i % len(CYCLE)], lw=1.5, ls="--", gid="custom-roof",
+                color=ACCELERATORS[i % len(ACCELERATORS)], lw=1.5, ls="--", gid="custom-roof",
                 label=f"{r.label}: {_tera(r.peak_flops, 'FLOP/s')}, {_tera(r.bandwidth, 'B/s')}")
     points = _draw_kernels(ax, predicted, seen, *roof_list[0])  # kernels sit on the first roof
     _draw_arrows(ax, arrows, points)

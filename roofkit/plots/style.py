@@ -4,7 +4,7 @@ Every module of :mod:`roofkit.plots` and the explorers (:mod:`roofkit.course.exp
 colours from here, so that a colour means one thing across the course: compute is blue and memory orange
 wherever a time is split by its bound, a limit (a GPU's memory, an impossible MFU) is red, a GPU's memory
 is split into the same coloured parts for training and serving, and a roofline chart gives each accelerator a
-colour of ``CYCLE`` and each precision's flat roof a line of ``PRECISION_LINES``. Plain data, no matplotlib:
+colour of ``ACCELERATORS`` and each precision's flat roof a line of ``PRECISION_LINES``. Plain data, no matplotlib:
 importing it costs nothing.
 
     >>> BOUND["memory"], SIZE["small"]
@@ -13,7 +13,7 @@ importing it costs nothing.
 
 from __future__ import annotations
 
-__all__ = ["SIZE", "PALETTE", "CYCLE", "PRECISION_LINES", "BOUND", "PARTS", "TINT", "ON_CHIP", "LIMIT", "MEASURED", "INK", "GRID", "HTML",
+__all__ = ["SIZE", "PALETTE", "CYCLE", "ACCELERATORS", "PRECISION_LINES", "BOUND", "PARTS", "TINT", "ON_CHIP", "LIMIT", "MEASURED", "INK", "GRID", "HTML",
            "LABEL_BOX", "limit_line"]
 
 # font sizes (points): crowded labels, legends and notes beside a mark, asides in a diagram, text on a figure, axis labels,
@@ -25,6 +25,9 @@ PALETTE = {"blue": "#4c72b0", "orange": "#dd8452", "green": "#55a868", "red": "#
            "brown": "#937860", "pink": "#da8bc3", "grey": "#8c8c8c", "olive": "#ccb974", "cyan": "#64b5cd"}
 
 CYCLE = tuple(PALETTE.values())  # series without a meaning of their own, in this order
+# one colour per accelerator on a roofline: the first compute's blue, then colours that mean nothing else (not
+# memory's orange, communication's green, latency's purple or a limit's red)
+ACCELERATORS = tuple(PALETTE[c] for c in ("blue", "cyan", "pink", "olive", "brown", "grey"))
 
 # a roofline's flat roofs, one line style per distinct peak of a chip (its precisions, fastest last): solid,
 # dashed, dash-dot, dash-dot-dot
