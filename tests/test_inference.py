@@ -643,6 +643,34 @@ def test_calibrated_holds_on_tensorrt_llm_runs_it_never_saw():
     assert all(x <= 1.5 for r, x in zip(rows, off) if r["kind"] == "ttft")
 
 
+def test_azure_tensorrt_llm_rows_hold_the_batch_trtllm_bench_built_their_engine_for():
+    # The guide builds one engine per model with `trtllm-bench build` on its 2,048 / 2,048 dataset; TensorRT-LLM's
+    # heuristic (tensorrt_llm/bench/build/tuning.py, calc_engine_setting and finetune_setting) sizes max_batch_size
+    # from the KV cache in 95% of the memory left beside the weights, at 4,096 tokens a request, rounded up to 32s
+    # below 256 requests, 128s below 1,024, 256s above, at most 4,096
+    import json
+    import math
+    from importlib import resources
+
+    from roofkit.catalogs import hardware, models
+
+    def engine_batch(model, hw, tp):
+        m = models.get(model)
+        token_gib = 2 * m.layers * max(tp, m.kv_heads) * m.head_dim * 1 / 1024**3  # FP8 cache: a byte an element
+        free_gib = hardware.get(hw).capacity_bytes / 1024**3 * tp - m.params / 1000**3  # FP8 weights, 1 byte each
+        raw = min(free_gib * 0.95 / token_gib / (2048 + 2048), 4096)
+        step = 32 if raw < 256 else 128 if raw < 1024 else 256
+        return max(64, step * math.ceil(raw / step))
+
+    text = resources.files("roofkit").joinpath("data/published/serving_heldout.json").read_text(encoding="utf-8")
+    azure = [r for r in json.loads(text) if r["case"].endswith("(Azure)")]
+    assert len(azure) == 36 and {r["hw"] for r in azure} == {"h100", "h200"}
+    for row in azure:
+        assert row["batch"] == min(1000, engine_batch(row["model"], row["hw"], row["tp"])), row["case"]
+        assert f"max_batch_size, {engine_batch(row['model'], row['hw'], row['tp'])}:" in row["batch_source"]
+    assert engine_batch("llama-3-8b", "h100", 1) == 384 and engine_batch("llama-3.1-405b", "h200", 8) == 768
+
+
 def test_the_fit_generalizes_leave_one_out():
     from roofkit.perf.inference import engine, published
 
