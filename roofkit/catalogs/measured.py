@@ -40,9 +40,17 @@ OPS = ("norm1", "qkv", "attn", "out", "residual1", "norm2", "mlp.up", "mlp.gate"
 _LAUNCH = ("host_per_launch_s", "gpu_stream_per_kernel_s", "single_kernel_event_s", "graph_per_kernel_s")
 
 
+_SHAPE = ("d", "H", "KV", "ff", "head_dim", "batch", "seq")
+
+
+def _seconds(value, where: str, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise InvalidValue(f"{where}: {name} must be a time in seconds greater than 0; got {value!r}.")
+
+
 @dataclass(frozen=True)
-class LayerCase:
-    """One layer measured: its shape, its batch and sequence, each op's time and the whole layer's (s)."""
+class _Measured:
+    """A layer's shape and the batch and sequence it was timed at: what every measured case has."""
 
     model: str
     d: int
@@ -52,6 +60,29 @@ class LayerCase:
     head_dim: int
     batch: int
     seq: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def _checked(cls, data: dict, where: str, required, integers=(), times=()):
+        """The case in ``data`` (missing fields, whole numbers and times checked), else one clear error."""
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise InvalidValue(f"{where} lacks {', '.join(missing)} (see roofkit.measure.layers for the format).")
+        fields = {k: data.get(k) for k in cls.__dataclass_fields__}
+        for k in (*_SHAPE, *integers):
+            whole(fields[k], f"{where}: {k}", integer_only=True)
+        for k in times:
+            if fields[k] is not None:
+                _seconds(fields[k], where, k)
+        return fields
+
+
+@dataclass(frozen=True)
+class LayerCase(_Measured):
+    """One layer measured: its shape, its batch and sequence, each op's time and the whole layer's (s)."""
+
     kv_seq: int
     causal: bool
     ops_s: dict[str, float]
@@ -70,39 +101,19 @@ class LayerCase:
             return f"{self.model} decode, batch {self.batch}, {self.kv_seq} cached"
         return f"{self.model} prefill, {'' if self.batch == 1 else f'{self.batch} x '}{self.seq} tokens"
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict, where: str = "case") -> "LayerCase":
-        required = ("model", "d", "H", "KV", "ff", "head_dim", "batch", "seq", "kv_seq", "causal", "ops_s", "layer_s")
-        missing = [k for k in required if k not in data]
-        if missing:
-            raise InvalidValue(f"{where} lacks {', '.join(missing)} (see roofkit.measure.layers for the format).")
-        fields = {k: data.get(k) for k in cls.__dataclass_fields__}
-        for k in ("d", "H", "KV", "ff", "head_dim", "batch", "seq", "kv_seq"):
-            whole(fields[k], f"{where}: {k}", integer_only=True)
-        for k in ("layer_s", "layer_graph_s", "layer_wall_s"):
-            value = fields[k]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise InvalidValue(f"{where}: {k} must be a time in seconds greater than 0; got {value!r}.")
+        fields = cls._checked(data, where, ("model", *_SHAPE, "kv_seq", "causal", "ops_s", "layer_s"),
+                              integers=("kv_seq",), times=("layer_s", "layer_graph_s", "layer_wall_s"))
         if not isinstance(fields["ops_s"], dict):
             raise InvalidValue(f"{where}: ops_s must map op names to seconds.")
         return cls(**fields)
 
 
 @dataclass(frozen=True)
-class TrainingCase:
+class TrainingCase(_Measured):
     """One layer timed as training runs it: forward alone, and forward plus backward (s)."""
 
-    model: str
-    d: int
-    H: int
-    KV: int
-    ff: int
-    head_dim: int
-    batch: int
-    seq: int
     forward_s: float
     forward_backward_s: float
 
@@ -114,21 +125,9 @@ class TrainingCase:
     def label(self) -> str:
         return f"{self.model} training, {'' if self.batch == 1 else f'{self.batch} x '}{self.seq} tokens"
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict, where: str = "training case") -> "TrainingCase":
-        missing = [k for k in cls.__dataclass_fields__ if k not in data]
-        if missing:
-            raise InvalidValue(f"{where} lacks {', '.join(missing)} (see roofkit.measure.layers for the format).")
-        for k in ("d", "H", "KV", "ff", "head_dim", "batch", "seq"):
-            whole(data[k], f"{where}: {k}", integer_only=True)
-        for k in ("forward_s", "forward_backward_s"):
-            value = data[k]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InvalidValue(f"{where}: {k} must be a time in seconds greater than 0; got {value!r}.")
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**cls._checked(data, where, tuple(cls.__dataclass_fields__), times=("forward_s", "forward_backward_s")))
 
 
 @dataclass
