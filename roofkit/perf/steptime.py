@@ -234,8 +234,9 @@ def layer_kernels(model, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, a
     T = B * s
     moe = M.moe if moe is None else bool(moe)
     if not (M.moe or M.mla):
-        ks = [k for k in layertime.kernels(S, B, s, dtype=dtype, eager=eager) if k.op != "attn"]
-        at = next(i for i, k in enumerate(layertime.kernels(S, B, s, dtype=dtype, eager=eager)) if k.op == "attn")
+        every = layertime.kernels(S, B, s, dtype=dtype, eager=eager)
+        ks = [k for k in every if k.op != "attn"]
+        at = next(i for i, k in enumerate(every) if k.op == "attn")
         ks[at:at] = _attention(S, B, s, attention, b)
     else:
         ks = [_kernel("norm1", "norm1", formulas.rmsnorm(T, S.d_model, b), "norm")]
