@@ -132,7 +132,7 @@ def zero3(held, k):
         print(f"  {r.case.removeprefix('Narayanan et al. Table 2, ZeRO-3 ')[:28]:<28} {pub:8.1f}s "
               f"{cal.compute_s:7.1f}s {traffic:7.1f}s {s['calls'] / 1e6:6.2f}M {s['exposed_s']:9.1f}s "
               f"{cal.step_time_s / pub:6.2f} {flat.step_time_s / pub:6.2f} {needed * 1e6:5.1f}us")
-    floor = rows and published.predict(rows[0], calibrated=True, constants=k).roofs["floor_s"]
+    floor = cal.roofs["floor_s"]
     print(f"  traffic: the gathers and reduce-scatters at NCCL's calibrated bandwidth and latency, none hidden (each "
           "parameter's gather\n  waited on a torch.cuda.synchronize(): DeepSpeed issue 1069, pull request 1188). "
           "slices: the ranks' slices the list\n  forms of all_gather and reduce_scatter handle one by one in a step "

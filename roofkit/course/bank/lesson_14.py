@@ -187,15 +187,12 @@ def _slices_facts() -> dict:
             "floor_us": steptime.roofs("a100", calibrated=True).floor_s * 1e6}
 
 
-def _slices_s(gpus, gathers=3, ops=None, per_rank=True):
+def _slices_s(gpus, recompute="full", ops=None, per_rank=True):
     """Seconds a step of DeepSpeed's 2021 ZeRO-3 spends on the ranks' slices of GPT-3 175B's list collectives
-    (:func:`roofkit.parallel.sharding.list_slices`; ``gathers``, ``ops``, ``per_rank``: the mistakes)."""
-    f = _slices_facts()
-    calls = f["large"] * (gathers + 1) + f["small"] * 2
-    if gathers == 3 and per_rank:
-        calls = parallel.list_slices(models.get("gpt-3-175b").parameter_tensors(), gpus, recompute="full",
-                                     gather_api="list") / gpus
-    return (gpus if per_rank else 1) * calls * (ops or parallel.OPS_PER_SLICE) * f["floor_us"] * 1e-6
+    (:func:`roofkit.parallel.sharding.list_slices`; ``recompute``, ``ops``, ``per_rank``: the mistakes)."""
+    slices = parallel.list_slices(models.get("gpt-3-175b").parameter_tensors(), gpus, recompute=recompute,
+                                  gather_api="list")
+    return slices / (1 if per_rank else gpus) * (ops or parallel.OPS_PER_SLICE) * _slices_facts()["floor_us"] * 1e-6
 
 
 def _fit_beta(small_bytes, small_us, large_bytes, large_us):
@@ -430,7 +427,7 @@ register(
                           answer=lambda gpus, **_: _slices_s(gpus, ops=1)),
             Misconception("two-gathers", "With full recomputation the forward runs twice: the large tensors are "
                                          "gathered three times a step, not two.",
-                          answer=lambda gpus, **_: _slices_s(gpus, gathers=2)),
+                          answer=lambda gpus, **_: _slices_s(gpus, recompute="none")),
         ),
         variants={"gpus": (512, 2048, 3072)},
     ),
