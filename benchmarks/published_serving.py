@@ -103,7 +103,20 @@ def main() -> int:
     for engine_name in sorted({run.engine for run, *_ in held}):
         summary([r for r in held if r[0].engine == engine_name], f"  of which {engine_name}",
                 {"throughput": (1.3, 1.6), "ttft": (1.5,)})
+    preempted(published.heldout())
     return 0
+
+
+def preempted(runs):
+    """The calibrated rows whose engine preempts: its cache, what it recomputes, and the figure without it."""
+    print("\nrows whose engine preempts and recomputes (calibrated; the bound counts no preemption)")
+    for run in runs:
+        o = published.preempted(run)
+        if o is not None and o.recompute_tokens:
+            print(f"  {run.case[:60]:60s} cache {o.cache_tokens / 1e6:.2f}M tokens for {o.requests:,} x "
+                  f"{run.isl + run.osl:,}; recomputes {o.recompute_tokens / 1e6:.2f}M tokens ({o.recompute_s:.0f} s): "
+                  f"{o.tokens_per_s:,.0f} tokens/s, {o.steady.tokens_per_s:,.0f} without ({run.published:,.0f} "
+                  f"published)")
 
 
 if __name__ == "__main__":

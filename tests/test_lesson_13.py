@@ -211,6 +211,21 @@ def test_speculative_tokens_by_hand():
     assert speculative.expected_tokens(0.8, 4) == pytest.approx(3.3616)
 
 
+def test_preempt_recompute_by_hand():
+    # lock step: after s steps R(s) = floor(K / (I + s + 1)) requests can grow; each one dropped at step s holds I + s
+    n, I, O, K = 1000, 2048, 2048, 2_500_000
+    running, summed = n, 0
+    for s in range(O):
+        still = min(running, K // (I + s + 1))
+        summed += (running - still) * (I + s)
+        running = still
+    assert key("l13.preempt-recompute") == pytest.approx(summed, rel=0.005)
+    assert key("l13.preempt-recompute") == pytest.approx(K * math.log(n * (I + O) / K))
+    assert verdict("l13.preempt-recompute", f"{summed / 1e6:.2f}e6").correct
+    assert verdict("l13.preempt-recompute", n * (I + O) - K).misconception == "overflow"
+    assert verdict("l13.preempt-recompute", (n - K // (I + O)) * I).misconception == "prompts-only"
+
+
 def test_paged_waste_by_hand():
     assert key("l13.paged-waste") == pytest.approx(100 * (1 - 420 / 2048))
     assert verdict("l13.paged-waste", "79.5%").correct

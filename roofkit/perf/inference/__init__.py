@@ -10,6 +10,8 @@ One concept per module:
     engine       a kernel's time: the bound, or calibrated (achievable     engine.default()
                  roofs, per-kernel floor, engine overhead per step)
     workload     continuous batching's steady state for I in, O out         workload.steady_state("llama-3-8b", "h100", 2048, 128)
+    preemption   n requests at once: the cache fills, the engine preempts   preemption.recompute_tokens(1000, 2048, 2048, 3_000_000)
+                 and recomputes (an offline benchmark is not a steady state)
     published    published serving runs, predictions, the fitted constant  published.compare()
     speculative  expected tokens per step (sympy), speed-up with a draft    speculative.expected_tokens(0.8, 4)
     paged        blocks and fragmentation against contiguous reservations  paged.fragmentation([100, 900], 2048)
@@ -23,7 +25,8 @@ The names below are the package's public API, imported from those modules.
 
 from __future__ import annotations
 
-from . import engine, kvcache, latency, memory, paged, published, report, serving, speculative, weights, workload
+from . import (engine, kvcache, latency, memory, paged, preemption, published, report, serving, speculative, weights,
+               workload)
 from .kvcache import bytes_per_sequence, bytes_per_token
 from .latency import critical_batch, decode_step, prefill, step, step_time_bound, tpot, ttft
 from .memory import RESERVE, MemoryPlan, layout, max_batch, max_context, min_gpus
@@ -34,7 +37,7 @@ from .speculative import expected_tokens, speedup
 from .weights import weight_format, weights_bytes
 from .workload import SteadyState, Workload, steady_state
 
-__all__ = ["kvcache", "weights", "memory", "latency", "engine", "workload", "published", "speculative", "paged",
+__all__ = ["kvcache", "weights", "memory", "latency", "engine", "workload", "preemption", "published", "speculative", "paged",
            "serving", "report", "step", "Workload", "SteadyState", "steady_state", "usd_per_million_tokens",
            "bytes_per_token", "bytes_per_sequence", "weight_format", "weights_bytes", "RESERVE", "MemoryPlan",
            "memory_plan", "layout", "max_batch", "max_context", "min_gpus", "prefill", "decode_step", "ttft", "tpot",

@@ -31,7 +31,7 @@ from importlib import resources
 from ...errors import InvalidValue
 from . import engine
 
-__all__ = ["Run", "runs", "heldout", "predict", "speed", "compare", "fit", "KINDS"]
+__all__ = ["Run", "runs", "heldout", "predict", "preempted", "speed", "compare", "fit", "KINDS"]
 
 KINDS = ("throughput", "ttft")
 
@@ -54,6 +54,9 @@ class Run:
     source: str
     batch: int | None = None  # requests in flight when the source fixes them (else: as many as fit)
     engine: str = ""
+    requests: int | None = None  # an offline run's requests, all handed over at once
+    preemption: str | None = None  # how the engine frees cache when it runs out ("recompute"), None: it never does
+    profile_tokens: int = 0  # the profiling pass the engine sizes its cache after (vLLM's max_num_batched_tokens)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,14 +85,33 @@ def heldout() -> tuple[Run, ...]:
 
 
 def predict(run: Run, calibrated=False, calibration: engine.EngineCalibration | None = None):
-    """roofkit's figure for ``run``: the steady state's tokens/s, or the time to first token at batch 1."""
+    """roofkit's figure for ``run``: the steady state's tokens/s, or the time to first token at batch 1.
+
+    Calibrated, a run whose engine preempts (``preemption``) also pays for what it recomputes
+    (:func:`roofkit.inference.preemption.offline`); the bound does not: an engine with room to spare,
+    or a better schedule, would not preempt.
+    """
     from .workload import steady_state
 
     options = dict(gpus=run.gpus, tp=run.tp, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
                    calibration=calibration)
     if run.kind == "ttft":
         return steady_state(run.model, run.hw, run.isl, 1, batch=1, **options).ttft_s
+    if calibrated and run.preemption is not None:
+        return preempted(run, calibration).tokens_per_s
     return steady_state(run.model, run.hw, run.isl, run.osl, batch=_batch(run), **options).tokens_per_s
+
+
+def preempted(run: Run, calibration: engine.EngineCalibration | None = None):
+    """The calibrated offline run of a throughput row whose engine preempts (:func:`roofkit.inference.preemption.offline`:
+    its cache, the tokens it recomputes, the time they cost); None for any other row."""
+    if run.kind != "throughput" or run.preemption is None:
+        return None
+    from .preemption import offline
+
+    return offline(run.model, run.hw, run.requests, run.isl, run.osl, gpus=run.gpus, tp=run.tp, batch=_batch(run),
+                   dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True, calibration=calibration,
+                   profile_tokens=run.profile_tokens, preemption=run.preemption)
 
 
 def _batch(run: Run) -> int | None:
