@@ -45,7 +45,8 @@ from ... import dtypes
 from ...catalogs import models
 from ...errors import InvalidValue
 from ...units import whole
-from . import kvcache, memory
+from . import kvcache, latency, memory
+from .workload import TOKEN_BUDGET, SteadyState, steady_state
 
 __all__ = ["PREEMPTION", "recompute_tokens", "activation_peak_bytes", "cache_tokens", "Offline", "offline"]
 
@@ -108,7 +109,7 @@ class Offline:
     requests: int  # per replica
     cache_tokens: int
     recompute_tokens: float
-    steady: object  # workload.SteadyState at the batch that runs
+    steady: SteadyState  # the steady state at the batch that runs
     prefill_s_per_token: float  # a prefill step's time per prompt token, for what is recomputed
 
     @property
@@ -142,9 +143,6 @@ def offline(model, hw, requests, input_tokens, output_tokens, gpus=1, tp=None, p
     as fit), and the tokens :func:`recompute_tokens` counts are prefilled again at the
     rate of a prefill step of prompts of I + O/2 tokens.
     """
-    from . import latency
-    from .workload import TOKEN_BUDGET, steady_state
-
     if preemption not in PREEMPTION:
         raise InvalidValue(f"preemption must be one of {', '.join(PREEMPTION)}; got {preemption!r}.")
     key = dtypes.canonical(dtype)
