@@ -7,6 +7,7 @@ The modules, one concept each, by the names lessons and scripts import them, and
     links      catalogs/links       interconnects, per direction, sourced   roofkit.links.get("nvlink4").bandwidth
     catalog    catalogs/lookup      how a catalog finds an entry by any spelling
     formulas   formulas             FLOPs and bytes of kernels (sympy)      roofkit.formulas.gemm(4096, 4096, 4096)
+    routing    routing              a mixture of experts' tokens and MLP    roofkit.routing.experts_touched(64, 128, 8)
     roofline   plots/roofline       the chart, with perf/roofline's model   roofkit.roofline.analyze(cost, "h100")
     precision  perf/precision       number formats and real rounding        roofkit.precision.get("bfloat16")
     training   perf/training        C = 6ND, MFU/HFU, GPU-hours, cost       roofkit.training.estimate(70e9, 15e12, ...)
@@ -24,7 +25,7 @@ The modules, one concept each, by the names lessons and scripts import them, and
 
 Those are public names. The modules live in folders that show the library's
 layers (docs/architecture.md): the foundations (``errors``, ``units``,
-``quantities``, ``dtypes``, ``formulas``) here, then ``catalogs/``, ``perf/``,
+``quantities``, ``dtypes``, ``formulas``, ``routing``) here, then ``catalogs/``, ``perf/``,
 ``plots/``, ``measure/``, ``course/``, ``grading/`` and ``cli/``. :data:`PUBLIC`
 maps each public name to its module's home, and importing either name gives the
 same module object: ``roofkit.hardware is roofkit.catalogs.hardware``, and a child of
@@ -70,8 +71,8 @@ PUBLIC = {
 # Public names by prefix: the lessons' question banks, roofkit.course.lesson_NN, are in course/bank/.
 PUBLIC_PREFIXES = {"course.lesson_": "course.bank.lesson_"}
 # The folders and the foundations, by their own names.
-_PACKAGES = {"errors", "units", "quantities", "dtypes", "formulas", "catalogs", "perf", "plots", "measure", "course",
-             "grading", "cli"}
+_PACKAGES = {"errors", "units", "quantities", "dtypes", "formulas", "routing", "catalogs", "perf", "plots", "measure",
+             "course", "grading", "cli"}
 _HOMES = {home: name for name, home in PUBLIC.items() if "." not in name}  # a public package, by its home
 
 

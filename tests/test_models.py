@@ -124,11 +124,18 @@ def test_exact_counts_of_the_llama_family():
 @pytest.mark.parametrize("key", BUILT_IN)
 def test_layer_weight_gemms_read_the_layer_s_matrices(key):
     m = models.get(key)
-    if m.mla or m.moe:  # DeepSeek: shape, parameters and KV cache, not its layers' kernels
+    if m.mla:  # DeepSeek: shape, parameters and KV cache, not its layers' kernels
         with pytest.raises(InvalidValue, match="not modelled op by op"):
             m.layer_ops(batch=2, seq=3)
         return
     ops = m.layer_ops(batch=2, seq=3)
+    if m.moe:  # the 6 tokens' GEMMs: attention, the router, the k routed experts and the shared ones
+        names = ("qkv", "out", "moe.router", "moe.up", "moe.gate", "moe.down", "shared.up", "shared.gate",
+                 "shared.down")
+        attention = m.d_model * (m.heads + 2 * m.kv_heads) * m.head_dim + m.heads * m.head_dim * m.d_model
+        experts = (m.experts_per_token + m.shared_experts) * (3 if m.gated else 2) * m.d_model * m.moe_d_ff
+        assert sum(ops[n].flops for n in names if n in ops) == 2 * 6 * (attention + experts + m.experts * m.d_model)
+        return
     gemm_flops = sum(ops[n].flops for n in ("qkv", "out", "mlp.up", "mlp.gate", "mlp.down") if n in ops)
     vectors = (4 if m.norm == "layernorm" else 2) * m.d_model
     biases = (m.heads + 2 * m.kv_heads) * m.head_dim + 2 * m.d_model + m.d_ff * (2 if m.gated else 1) if m.bias else 0

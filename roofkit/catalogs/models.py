@@ -227,25 +227,35 @@ class Model:
         return self.sources.get(figure, self.sources.get("*", "unknown"))
 
     def layer_ops(self, batch, seq, kv_seq=None, dtype="bf16", fused_attention=True, causal=None,
-                  weight_bytes=None, kv_bytes=None):
+                  weight_bytes=None, kv_bytes=None, dense=False, routing="uniform"):
         """The kernels of one decoder layer of this model (:func:`roofkit.formulas.transformer_layer_ops`).
 
         ``kv_seq=None`` is a prefill of ``seq`` tokens (causal unless ``causal=False``);
         ``seq=1, kv_seq=K`` is one decode step with K cached tokens. ``weight_bytes`` and
         ``kv_bytes``: a weight's and a cached element's size, when not ``dtype``'s.
+
+        A mixture of experts runs :func:`roofkit.formulas.moe_mlp_ops` in place of the MLP
+        (``routing``: how the tokens spread over the experts); ``dense=True`` gives one of its
+        first ``dense_layers``, which keep a dense MLP of width d_ff.
         """
         from ..formulas import transformer_layer_ops
+        from ..routing import moe_mlp_ops
 
-        if self.mla or self.moe:
-            raise InvalidValue(f"{self.name}: its layers (latent attention, a mixture of experts) are not modelled op "
-                               "by op; roofkit counts its parameters, its weights in memory and its KV cache "
-                               "(roofkit.inference).")
+        if self.mla:
+            raise InvalidValue(f"{self.name}: its layers (latent attention) are not modelled op by op; roofkit counts "
+                               "its parameters, its weights in memory and its KV cache (roofkit.inference).")
         if causal is None:
             causal = kv_seq is None
-        return transformer_layer_ops(batch, seq, self.d_model, self.heads, self.d_ff, dtype, gated=self.gated,
-                                     fused_attention=fused_attention, kv_seq=kv_seq, kv_heads=self.kv_heads,
-                                     head_dim=self.head_dim, causal=causal, weight_bytes_per_element=weight_bytes,
-                                     kv_bytes_per_element=kv_bytes)
+        ops = transformer_layer_ops(batch, seq, self.d_model, self.heads, self.d_ff, dtype, gated=self.gated,
+                                    fused_attention=fused_attention, kv_seq=kv_seq, kv_heads=self.kv_heads,
+                                    head_dim=self.head_dim, causal=causal, weight_bytes_per_element=weight_bytes,
+                                    kv_bytes_per_element=kv_bytes)
+        if not self.moe or dense:
+            return ops
+        experts = moe_mlp_ops(batch * seq, self.d_model, self.moe_d_ff or self.d_ff, self.experts,
+                              self.experts_per_token, dtype, self.gated, weight_bytes, self.shared_experts, routing)
+        head = {name: cost for name, cost in ops.items() if not name.startswith("mlp.") and name != "residual2"}
+        return head | experts | {"residual2": ops["residual2"]}
 
     def to_dict(self) -> dict:
         return {

@@ -90,23 +90,27 @@ def _shape(model) -> models.Model:
 
 
 def kernels(model, batch, seq, kv_seq=None, dtype="bf16", eager=False, weights_dtype=None,
-            kv_dtype=None) -> list[Kernel]:
+            kv_dtype=None, dense=False, routing="uniform") -> list[Kernel]:
     """The kernels of one decoder layer, in order; ``eager=True`` gives what PyTorch eager runs.
 
     ``kv_seq=None``: a causal prefill of ``seq`` tokens; else ``seq`` new tokens per
     sequence, each attending to ``kv_seq`` cached ones (decode: ``seq=1``).
     ``weights_dtype``, ``kv_dtype``: the bytes of a weight and of a cached K/V element
     when they differ from ``dtype`` (a precision name, or a number of bytes such as
-    int4 with its scales): see :func:`roofkit.formulas.transformer_layer_ops`.
+    int4 with its scales): see :func:`roofkit.formulas.transformer_layer_ops`. ``dense`` and
+    ``routing``: a mixture of experts' dense layer, and how its tokens spread over the experts
+    (:meth:`roofkit.models.Model.layer_ops`).
     """
     shape = _shape(model)
-    ops = shape.layer_ops(batch, seq, kv_seq, dtype, weight_bytes=weights_dtype, kv_bytes=kv_dtype)
+    ops = shape.layer_ops(batch, seq, kv_seq, dtype, weight_bytes=weights_dtype, kv_bytes=kv_dtype, dense=dense,
+                          routing=routing)
     b = dtypes.bytes_per_element(dtype)
     tokens, d_ff = batch * seq, shape.d_ff
     out = []
     for name, cost in ops.items():
         kind = ("attention" if name == "attn" else "norm" if name.startswith("norm")
-                else "elementwise" if name.startswith("residual") or name == "mlp.act" else "gemm")
+                else "elementwise" if name.startswith("residual") or name.endswith(".act") or name == "moe.combine"
+                else "gemm")
         if eager and kind == "norm":  # one fused kernel that also writes the per-row statistic
             stats = formulas.Cost(0, tokens * dtypes.bytes_per_element(_ROWWISE_STATS))
             out.append(Kernel(name, name, float(cost.flops), float((cost + stats).bytes), kind))

@@ -124,19 +124,34 @@ def shard(model, tp: int) -> models.Model:
         return m
     if m.heads % t:
         raise InvalidValue(f"{t}-way tensor parallelism needs the {m.heads} heads of {m.name} to split evenly.")
-    return dataclasses.replace(m, heads=m.heads // t, kv_heads=max(1, m.kv_heads // t), d_ff=m.d_ff / t)
+    return dataclasses.replace(m, heads=m.heads // t, kv_heads=max(1, m.kv_heads // t), d_ff=m.d_ff / t,
+                               moe_d_ff=None if m.moe_d_ff is None else m.moe_d_ff / t)
 
 
-def _dense(m: models.Model) -> None:
-    if m.mla or m.moe:
-        raise InvalidValue(f"{m.name}: latency is not modelled for latent attention and mixtures of experts "
+def _supported(m: models.Model) -> None:
+    if m.mla:
+        raise InvalidValue(f"{m.name}: latency is not modelled for latent attention "
                            "(its memory plan is: roofkit.inference.memory.plan).")
 
 
-def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs):
-    """One layer's kernels for the mixed step, timed, as a LayerTime."""
+def _dense(m: models.Model) -> None:
+    _supported(m)
+    if m.moe:
+        raise InvalidValue(f"{m.name}: a mixture of experts reads more experts' weights as the batch grows, so its "
+                           "decode cost is not a line in the batch; time its steps (roofkit.inference.latency.step).")
+
+
+def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs,
+           dense=False):
+    """One layer's kernels for the mixed step, timed, as a LayerTime (``dense``: a mixture's dense layer).
+
+    A mixture of experts' tokens reach the experts a balanced router would send them to when
+    calibrated (``uniform``), and the fewest experts in the bound (``concentrated``).
+    """
     tokens = batch * new_tokens + prompts * (prompt - cached)
-    ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv)
+    routing = "uniform" if r.calibrated else "concentrated"
+    ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv, dense=dense,
+                                       routing=routing)
           if k.kind != "attention"]
     if batch:
         ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, kv_dtype=kv)
@@ -181,7 +196,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     from ...catalogs import links
 
     m, acc = models.get(model), hardware.get(hw)
-    _dense(m)
+    _supported(m)
     B = whole(batch, "batch", 0)
     n = whole(new_tokens, "new tokens")
     share = float(nonnegative(prompts, "prompts"))
@@ -204,10 +219,12 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     part = shard(m, lay.tp)
     # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)
     micro = lay.pp if lay.pp > 1 and B + share >= lay.pp else 1
-    layer = _layer(part, B / micro, n, c, share / micro, P, S if share else 0, act,
-                   None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight,
-                   None if kv == act else kv, r)
-    layer = dataclasses.replace(layer, accelerator=acc.key)
+    args = (part, B / micro, n, c, share / micro, P, S if share else 0, act,
+            None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight,
+            None if kv == act else kv, r)
+    layer = dataclasses.replace(_layer(*args), accelerator=acc.key)
+    dense = m.dense_layers if m.moe else 0  # a mixture's first layers keep a dense MLP
+    dense_s = _layer(*args, dense=True).time_s if dense else 0.0
     rows = (B * n + share) / micro  # the output layer: every new token of a decoding sequence, each prompt's last
     head = formulas.gemm(rows, m.vocab / lay.tp, m.d_model, act, dtypes.bytes_per_element(weights.other_dtype(fmt)))
     output_s = micro * r.time(head.flops, head.bytes)
@@ -227,7 +244,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
             notes.append(f"the catalog has no link between the stages for {acc.name}: pipeline sends not counted")
         else:
             communication += (lay.pp - 1 if micro == 1 else lay.pp) * comms.p2p(activations, link).time_s
-    layers_s = m.layers * layer.time_s  # each stage runs L / p layers for each of the p micro-batches
+    layers_s = (m.layers - dense) * layer.time_s + dense * dense_s  # each stage: L / p layers, p micro-batches
     phase = "mixed" if B and share else ("decode" if B else "prefill")
     total = layers_s + output_s + communication + r.step_s
     return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=total, layers_s=layers_s,
@@ -311,7 +328,7 @@ def attention_intensity(model, context=4096, dtype="bf16", kv_dtype=None) -> flo
     about 2 FLOPs each in BF16 (2 bytes); the batch does not change it.
     """
     m = models.get(model)
-    _dense(m)
+    _supported(m)
     ctx = whole(context, "context")
     return m.layer_ops(1, 1, ctx, dtype, kv_bytes=kv_dtype)["attn"].intensity
 

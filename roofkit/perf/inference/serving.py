@@ -142,14 +142,14 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
     notes = []
     if not plan.fits:
         notes.append("the batch does not fit in memory: its times are what it would take if it did")
-    if m.mla or m.moe:
-        notes.append(f"latency not modelled for {m.name} (latent attention, a mixture of experts): memory only")
+    if m.mla:
+        notes.append(f"latency not modelled for {m.name} (latent attention): memory only")
         return Serving(plan, key, P, bool(calibrated), None, None, None, notes=notes, gpus=n, usd_per_gpu_hour=price)
     options = dict(gpus=n, dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated, tp=tp, pp=pp,
                    calibration=calibration)
     step = latency.decode_step(m, hw, plan.batch, plan.context, **options)
     first = latency.prefill(m, hw, P, **options)
-    critical = latency.critical_batch(m, hw, plan.context, plan.gpus, key, wd, kd)
+    critical = _critical(m, hw, plan.context, plan.gpus, key, wd, kd, notes)
     notes += [x for x in dict.fromkeys(step.notes + first.notes)]
     return Serving(plan, key, P, bool(calibrated), first.time_s, step.time_s, critical, step, first, notes, gpus=n,
                    usd_per_gpu_hour=price)
@@ -157,15 +157,26 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
 
 def _workload(m, hw, n, I, O, batch, key, wd, kd, calibrated, reserve, tp, pp, price, calibration) -> Serving:
     w = workload.Workload(whole(I, "input tokens"), whole(O, "output tokens"))
-    if m.mla or m.moe:
+    if m.mla:
         plan = memory.plan(m, hw, n, w.footprint, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp)
         if batch is None:
             plan = memory.plan(m, hw, n, w.footprint, max(1, plan.max_batch), wd, kd, reserve, tp=tp, pp=pp)
-        notes = [f"latency not modelled for {m.name} (latent attention, a mixture of experts): memory only"]
+        notes = [f"latency not modelled for {m.name} (latent attention): memory only"]
         return Serving(plan, key, w.input_tokens, bool(calibrated), None, None, None, notes=notes, gpus=n,
                        usd_per_gpu_hour=price)
     s = workload.steady_state(m, hw, w.input_tokens, w.output_tokens, n, batch, key, wd, kd, calibrated, calibration,
                               tp, pp, reserve)
-    critical = latency.critical_batch(m, hw, round(w.average_context), s.plan.gpus, key, wd, kd)
+    notes = list(s.notes)
+    critical = _critical(m, hw, round(w.average_context), s.plan.gpus, key, wd, kd, notes)
     return Serving(s.plan, key, w.input_tokens, bool(calibrated), s.ttft_s, s.tpot_s, critical, s.step, None,
-                   list(s.notes), gpus=n, steady=s, usd_per_gpu_hour=price)
+                   notes, gpus=n, steady=s, usd_per_gpu_hour=price)
+
+
+def _critical(m, hw, context, gpus, key, wd, kd, notes) -> int | None:
+    """The critical batch, or None with a note for a mixture of experts (its weight reads grow with the batch)."""
+    if m.moe:
+        notes.append(f"{m.name} is a mixture of experts: the bound routes every token to the same "
+                     f"{m.experts_per_token} expert{'s' if m.experts_per_token > 1 else ''} (the fewest weights a "
+                     "step reads), the calibrated estimate spreads them evenly over all of them")
+        return None
+    return latency.critical_batch(m, hw, context, gpus, key, wd, kd)
