@@ -9,8 +9,9 @@ Not a pass/fail test: it prints figures. Targets (issue 20):
   throughput on an H100, and its first-token times for Llama 2 7B on an H100 and an
   A100): the bound never slower than published, `--calibrated` within 1.2x;
 * the held-out set (roofkit/data/published/serving_heldout.json, never fitted on:
-  other models, GPUs, tensor-parallel layouts and engines, and other people's runs of
-  them: Azure's benchmarking guide on H100s, H200s and MI300Xs): the bound never loses;
+  other models, mixtures of experts among them, GPUs, tensor-parallel layouts and
+  engines, and other people's runs of them: Azure's benchmarking guide on H100s, H200s
+  and MI300Xs): the bound never loses;
   calibrated throughput within 1.3x on most rows and 1.6x on all; first-token time
   within 1.5x.
 
