@@ -114,6 +114,14 @@ class Model:
         return self.experts > 0
 
     @property
+    def mlp_width(self) -> int:
+        """The MLP width one token goes through: d_ff, or in a mixture's expert layers its routed and shared
+        experts together, (experts_per_token + shared_experts) x moe_d_ff."""
+        if self.moe:
+            return (self.experts_per_token + self.shared_experts) * self.moe_d_ff
+        return self.d_ff
+
+    @property
     def params_per_layer(self) -> int:
         """Weights of one decoder layer: attention and MLP matrices, biases, norms (layers that are all alike)."""
         from ..formulas import transformer_layer_params
@@ -234,7 +242,7 @@ class Model:
         ``seq=1, kv_seq=K`` is one decode step with K cached tokens. ``weight_bytes`` and
         ``kv_bytes``: a weight's and a cached element's size, when not ``dtype``'s.
 
-        A mixture of experts runs :func:`roofkit.formulas.moe_mlp_ops` in place of the MLP
+        A mixture of experts runs :func:`roofkit.routing.moe_mlp_ops` in place of the MLP
         (``routing``: how the tokens spread over the experts); ``dense=True`` gives one of its
         first ``dense_layers``, which keep a dense MLP of width d_ff.
         """

@@ -73,13 +73,6 @@ def recompute_tokens(requests, input_tokens, output_tokens, cache_tokens) -> flo
     return total
 
 
-def _mlp_width(m: models.Model) -> int:
-    """The widest MLP a token goes through: d_ff, or (routed per token + shared) x the expert width of a mixture."""
-    if m.experts:
-        return (m.experts_per_token + m.shared_experts) * (m.moe_d_ff or m.d_ff)
-    return m.d_ff
-
-
 def activation_peak_bytes(model, tokens, tp=1, dtype="bf16") -> float:
     """The activations one GPU holds at the peak of a forward pass over ``tokens`` tokens: inside the MLP.
 
@@ -90,7 +83,7 @@ def activation_peak_bytes(model, tokens, tp=1, dtype="bf16") -> float:
     """
     m = models.get(model)
     T, t = whole(tokens, "tokens", 0), whole(tp, "tp")
-    return T * (m.d_model + 3 * _mlp_width(m) / t) * dtypes.bytes_per_element(dtype)
+    return T * (m.d_model + 3 * m.mlp_width / t) * dtypes.bytes_per_element(dtype)
 
 
 def cache_tokens(model, hw, gpus=1, tp=None, pp=None, weights_dtype="bf16", kv_dtype="bf16",

@@ -112,11 +112,7 @@ def _widths(M):
             M.heads * (M.qk_nope_head_dim + M.qk_rope_head_dim + M.v_head_dim), M.heads * M.v_head_dim
     else:
         q, kv, out = M.heads * M.head_dim, 2 * M.kv_heads * M.head_dim, M.heads * M.head_dim
-    if M.moe:
-        mlp = (M.experts_per_token + M.shared_experts) * M.moe_d_ff
-    else:
-        mlp = M.d_ff
-    return q, kv, out, mlp
+    return q, kv, out, M.mlp_width
 
 
 def memory_per_gpu(model, microbatch_tokens, tp=1, pp=1, shards=1, zero=0, microbatches=1, recompute=False,
