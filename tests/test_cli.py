@@ -110,12 +110,14 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert pytest.importorskip("re").search(message, err), err
 
 
-def test_console_script_runs_as_a_process():
-    result = subprocess.run([sys.executable, "-m", "roofkit.cli", "hw", "show", "a100", "--json"],
-                            capture_output=True, text=True, check=True)
+@pytest.mark.parametrize("module", ["roofkit", "roofkit.cli"])
+def test_console_script_runs_as_a_process(module, tmp_path):
+    result = subprocess.run([sys.executable, "-m", module, "hw", "show", "a100", "--json"],
+                            capture_output=True, text=True, check=True, cwd=tmp_path)
     assert json.loads(result.stdout)["peak_flops"]["bf16"] == hardware.get("a100").peak("bf16")
-    bad = subprocess.run([sys.executable, "-m", "roofkit.cli", "hw", "show", "nope"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", module, "hw", "show", "nope"], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "nope" in bad.stderr
 
 
 @pytest.mark.parametrize("argv", [["--json", "hw", "show", "h100"], ["hw", "--json", "show", "h100"],

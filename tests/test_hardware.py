@@ -1,8 +1,9 @@
 """The accelerator catalog: sourced, dense figures, found by any common spelling.
 
-The oracle for the figures is the table in docs/hardware-sources.md, typed
-here from the vendors' datasheets (dense TFLOP/s, TB/s, GB), not from the
-catalog file.
+The oracle for the figures is typed here from the vendors' datasheets (dense
+TFLOP/s, TB/s, GB; NVIDIA's T4, A100, H100, H200, B200 and L4 datasheets,
+AMD's MI300X data sheet, Google Cloud's TPU v5e and v5p pages),
+not read from the catalog file.
 """
 
 import json
@@ -127,7 +128,7 @@ def test_gpu_peaks_keep_the_precision_ladder(key):
         assert acc.peak("tf32") <= 0.55 * acc.peak("fp16")
 
 
-# chip: dense TFLOP/s per precision, TB/s, memory in bytes, L2 in bytes, SMs/CUs (docs/hardware-sources.md)
+# chip: dense TFLOP/s per precision, TB/s, memory in bytes, L2 in bytes, SMs/CUs (the vendors' datasheets)
 DATASHEETS = {
     "t4": ({"fp32": 8.1, "fp16": 65, "int8": 130}, 0.32, 16e9, 4e6, 40),
     "a100": ({"fp32": 19.5, "tf32": 156, "bf16": 312, "int8": 624}, 2.039, 80e9, 40e6, 108),

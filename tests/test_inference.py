@@ -683,3 +683,21 @@ def test_the_fit_generalizes_leave_one_out():
     fitted, shipped = published.fit(runs), engine.default()
     assert fitted.step_s == shipped.step_s, (fitted.step_s, shipped.step_s)
     assert (fitted.floor_s, fitted.runs, fitted.source) == (shipped.floor_s, shipped.runs, shipped.source)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64, 10_000])
+def test_a_plan_with_another_batch_is_the_plan_computed_for_that_batch(batch):
+    base = memory.plan("llama-3-70b", "h100", 8, 3000, 1, "fp8", "fp8", tp=2, shared=500)
+    assert base.with_batch(batch) == memory.plan("llama-3-70b", "h100", 8, 3000, batch, "fp8", "fp8", tp=2,
+                                                 shared=500)
+
+
+def test_serve_computes_its_memory_plan_once(monkeypatch):
+    calls = []
+    real = memory.plan
+    monkeypatch.setattr(memory, "plan", lambda *a, **k: calls.append(a) or real(*a, **k))
+    serving.serve("llama-3-70b", "h100", gpus=8, tp=2, input_tokens=1000, output_tokens=1000)
+    assert len(calls) == 1
+    calls.clear()
+    serving.serve("llama-3-70b", "h100", gpus=8, context=8192)
+    assert len(calls) == 1

@@ -59,7 +59,8 @@ def test_layout_matches_finfo(name):
 
 
 @pytest.mark.parametrize("name, largest, normal, subnormal, eps", [
-    # hardware-sources.md, "Number formats"
+    # IEEE 754-2019 (bfloat16 as its 8-bit-exponent truncation), OCP 8-bit FP spec v1.0 (E4M3, E5M2), and
+    # the FNUZ variants as ml_dtypes documents them (Graphcore/AMD: no negative zero, bias one higher)
     ("bfloat16", 3.3895e38, 1.1755e-38, 9.1835e-41, 2**-7),
     ("float8_e4m3fn", 448, 2**-6, 2**-9, 2**-3),
     ("float8_e5m2", 57344, 2**-14, 2**-16, 2**-2),

@@ -47,7 +47,7 @@ GPUs hold n / (t p) replicas, each serving its own requests; a plan is one repli
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ... import dtypes
 from ...catalogs import hardware, models
@@ -150,6 +150,14 @@ class MemoryPlan:
     min_gpus: int  # the fewest GPUs whose memory, less the reserve, holds the weights
     notes: list[str] = field(default_factory=list)
     replicas: int = 1
+    shared_bytes: float = 0.0  # a prefix cached once for all the sequences (prefix caching), in kv_bytes
+
+    def with_batch(self, batch) -> "MemoryPlan":
+        """The same plan for ``batch`` sequences: nothing but what the batch changes is computed again."""
+        B, per_token, repl = whole(batch, "batch"), self.kv_bytes_per_token, self.kv_replication
+        context_max = max(0, math.floor(self.free_bytes / (B * per_token * repl))) if self.weights_fit else 0
+        return replace(self, batch=B, kv_bytes=B * self.context * per_token * repl + self.shared_bytes,
+                       max_context=context_max)
 
     @property
     def weights_fit(self) -> bool:
@@ -233,7 +241,7 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
                       kv_bytes_per_sequence=per_token * s, kv_replication=repl,
                       kv_bytes=B * s * per_token * repl + common,
                       free_bytes=free, max_batch=batch_max, max_context=context_max,
-                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes, replicas=lay.replicas)
+                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes, replicas=lay.replicas, shared_bytes=common)
 
 
 def max_batch(model, hw, gpus=1, context=4096, **options) -> int:

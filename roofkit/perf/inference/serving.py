@@ -160,7 +160,7 @@ def _workload(m, hw, n, I, O, batch, key, wd, kd, calibrated, reserve, tp, pp, p
     if m.mla:
         plan = memory.plan(m, hw, n, w.footprint, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp)
         if batch is None:
-            plan = memory.plan(m, hw, n, w.footprint, max(1, plan.max_batch), wd, kd, reserve, tp=tp, pp=pp)
+            plan = plan.with_batch(max(1, plan.max_batch))
         notes = [f"latency not modelled for {m.name} (latent attention): memory only"]
         return Serving(plan, key, w.input_tokens, bool(calibrated), None, None, None, notes=notes, gpus=n,
                        usd_per_gpu_hour=price)

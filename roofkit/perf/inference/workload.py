@@ -160,7 +160,7 @@ def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dty
     notes = []
     if batch is None:
         B = max(1, plan.max_batch)
-        plan = memory.plan(m, hw, gpus, w.footprint, B, wd, kd, reserve, group, tp, pp, w.cached)
+        plan = plan.with_batch(B)
     else:
         B = whole(batch, "batch")
     if not plan.weights_fit:
