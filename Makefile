@@ -13,11 +13,13 @@ endif
 # PYTEST_ARGS: extra flags for the test run, e.g. PYTEST_ARGS="-k roofline".
 PYTEST_ARGS ?=
 
-.PHONY: lab test build site venv clean help
+.PHONY: lab test check build site venv clean help
 
 help:
 	@echo "make lab    open JupyterLab on the course (NO_BROWSER=1 to only print the URL)"
-	@echo "make test   run the whole test suite"
+	@echo "make test   run the whole test suite (what CI runs)"
+	@echo "make check  the fast tests to run while working: unit, lesson keys, command line (no grading"
+	@echo "            sandbox, no notebooks, no browser); docs/architecture.md says which covers what"
 	@echo "make site   render the course as static HTML in _site/"
 
 $(STAMP): pyproject.toml
@@ -50,17 +52,21 @@ LAB_FLAGS := --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. "--LabApp.app_setti
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
-# The suite: unit and lesson tests; every solution notebook re-run with its
-# outputs compared (nbval); every student notebook run top to bottom (nbval-lax);
-# then every student notebook driven in JupyterLab through Chromium (skipped
-# with a reason when Chromium is missing, except in CI).
-NBVAL := --nbval-current-env -p no:cacheprovider -n 2 --dist loadfile
+# The suite, in two pytest runs on two workers: first the unit, lesson, command line
+# and grading tests together with every notebook, run once each (nbval: every solution's
+# outputs compared, its figures too; every student copy run top to bottom; conftest.py);
+# then the course driven in JupyterLab through Chromium (skipped with a reason when
+# Chromium is missing, except in CI).
+NBVAL := --nbval --nbval-sanitize-with nbval_sanitize.cfg --nbval-current-env -p no:cacheprovider
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --ignore=tests/browser $(PYTEST_ARGS)
-	$(BIN)/python -m pytest --nbval --nbval-sanitize-with nbval_sanitize.cfg $(NBVAL) solutions
-	$(BIN)/python -m pytest --nbval-lax $(NBVAL) notebooks
-	$(BIN)/python -m pytest -p no:cacheprovider tests/browser
+	$(BIN)/python -m pytest -n 2 --dist loadfile $(NBVAL) tests solutions notebooks --ignore=tests/browser $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 -p no:cacheprovider tests/browser $(PYTEST_ARGS)
+
+# While working: no sandboxed grading, no notebook runs, no browser, no servers (markers
+# `sandbox` and `slow`, pyproject.toml). Green here is not green in CI: run make test before pushing.
+check: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m "not sandbox and not slow" --ignore=tests/browser -p no:cacheprovider -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -4,14 +4,14 @@
 
 Each notebook is executed in a fresh kernel, as nbval does; the time includes
 the kernel's start. With --repeat, the outputs of the runs are also compared as
-nbval compares them (streams joined, images and NBVAL_IGNORE_OUTPUT cells left
-out): they must be identical, since the lessons are deterministic.
+the build and nbval compare them (roofkit.course.outputs: streams joined, figures
+by their hash, measured cells left out): they must be identical, since the
+lessons are deterministic.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import time
 from pathlib import Path
@@ -19,7 +19,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from roofkit.course import outputs
+
 ROOT = Path(__file__).resolve().parent.parent
+PATTERNS = outputs.read_sanitize(ROOT / "nbval_sanitize.cfg")
 
 
 def run(path: Path) -> tuple[float, list]:
@@ -31,22 +34,8 @@ def run(path: Path) -> tuple[float, list]:
     NotebookClient(nb, timeout=300, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
-    return elapsed, [_compared(c.outputs) for c in nb.cells
-                     if c.cell_type == "code" and not c.source.startswith("# NBVAL_IGNORE_OUTPUT")]
-
-
-def _compared(outputs: list) -> list:
-    """What nbval compares: streams joined per name, no images, no widget model ids."""
-    streams, rest = {}, []
-    for output in copy.deepcopy(outputs):
-        if output.get("output_type") == "stream":
-            streams[output["name"]] = streams.get(output["name"], "") + output["text"]
-            continue
-        data = output.get("data", {})
-        for mime in [m for m in data if m.startswith("image/") or m.endswith("widget-view+json")]:
-            del data[mime]
-        rest.append(output)
-    return [streams, rest]
+    return elapsed, [outputs.comparable(c.outputs, PATTERNS) for c in nb.cells
+                     if c.cell_type == "code" and not outputs.measured(c)]
 
 
 def main() -> None:

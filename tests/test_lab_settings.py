@@ -70,6 +70,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # starts a JupyterLab server
 def test_jupyterlab_started_like_make_lab_serves_the_overrides(tmp_path):
     port, token = _free_port(), "roofkit-settings-test"
     flags = [f for f in lab_flags() if not f.startswith("--ServerApp.root_dir")]

@@ -121,6 +121,7 @@ def test_no_seed_mention_in_the_question_bank():
     assert not found, "the question bank cites the private source notes:\n" + "\n".join(found)
 
 
+@pytest.mark.slow  # renders every notebook to HTML
 def test_no_seed_mention_on_the_built_site(tmp_path):
     from roofkit.course.site import build_site
 

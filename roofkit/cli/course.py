@@ -8,14 +8,18 @@ from ._common import emit
 def cmd_build(args) -> None:
     from ..course.build import build
 
-    report = build(args.root, check=args.check, only=args.lesson or None, progress=not getattr(args, "json", False))
-    data = {"ok": report.ok, "written": report.written, "stale": report.stale, "orphans": report.orphans}
+    report = build(args.root, check=args.check, only=args.lesson or None, progress=not getattr(args, "json", False),
+                   outputs_too=args.check and not args.sources_only, remeasure=args.remeasure)
+    data = {"ok": report.ok, "written": report.written, "stale": report.stale, "orphans": report.orphans,
+            "reasons": report.reasons}
     if args.check:
+        stale = [line for p in report.stale for line in
+                 [f"stale: {p}"] + [f"  {reason}" for reason in report.reasons.get(p, [])]]
         lines = ["generated notebooks are up to date"] if report.ok else (
-            [f"stale: {p}" for p in report.stale] + [f"no lesson source for: {p}" for p in report.orphans]
+            stale + [f"no lesson source for: {p}" for p in report.orphans]
             + ["run `roofkit build` to regenerate them"])
     else:
-        lines = [f"wrote {p}" for p in report.written]
+        lines = [f"wrote {p}" for p in report.written] or ["nothing changed: every notebook is as its lesson builds it"]
     emit(args, data, lines)
     if not report.ok:
         raise SystemExit(1)
@@ -31,7 +35,14 @@ def cmd_site(args) -> None:
 
 def register(sub, common) -> None:
     build = sub.add_parser("build", help="lessons/ -> notebooks/ (student) and solutions/ (executed)", parents=[common])
-    build.add_argument("--check", action="store_true", help="write nothing; fail if a generated notebook is stale")
+    build.add_argument("--check", action="store_true",
+                       help="write nothing; fail if a generated notebook is stale: its cells, or the outputs a fresh "
+                            "run of the solution would store (text and figures)")
+    build.add_argument("--sources-only", dest="sources_only", action="store_true",
+                       help="with --check: compare cells and sources only, without running the solutions (seconds)")
+    build.add_argument("--remeasure", action="store_true",
+                       help="store fresh outputs of the cells that measure this machine (# NBVAL_IGNORE_OUTPUT), "
+                            "which a build otherwise keeps")
     build.add_argument("--root", default=".", help="the course folder holding lessons/ (default: here)")
     build.add_argument("lesson", nargs="*", help="only these lessons (e.g. 03 or 03-roofline)")
     build.set_defaults(func=cmd_build)

@@ -19,9 +19,18 @@ Solution markers, inside code cells:
     # END SOLUTION
         -> ...  # your code here   (the lines between the markers are removed)
 
+Building an unchanged course changes no byte (:mod:`roofkit.course.outputs`):
+solutions store widgets as their static fallbacks, and a cell whose fresh
+outputs compare equal to the stored ones (as nbval compares them, figures by
+their hash) keeps the stored bytes. A measured cell (``# NBVAL_IGNORE_OUTPUT``:
+lesson 12 times this machine) keeps what it has while its source is unchanged;
+``remeasure=True`` (``roofkit build --remeasure``) runs it into the notebook again.
+
 ``build(check=True)`` writes nothing: it reports the notebooks that are stale,
-comparing the student notebook as a whole and the solution notebook's cells and
-source hash (not its outputs: nbval checks those).
+the student notebook compared as a whole, the solution notebook's cells and
+source hash, and, with ``outputs_too=True`` (``roofkit build --check``), the
+solution's outputs as a fresh run would write them: a catalog figure that
+moves a printed number or a figure's pixels makes the lesson stale.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidValue, RoofkitError
+from . import outputs
 
 __all__ = ["build", "student_source", "make_notebook", "lesson_paths", "BuildReport", "BuildError", "LESSONS_DIR"]
 
@@ -42,6 +52,7 @@ class BuildError(RuntimeError, RoofkitError):
     """A lesson's solution notebook does not run."""
 
 LESSONS_DIR, STUDENT_DIR, SOLUTION_DIR = "lessons", "notebooks", "solutions"
+SANITIZE = "nbval_sanitize.cfg"  # in the course folder: what nbval and the build leave out of a comparison
 _LINE_MARK = re.compile(r"^(?P<indent>\s*)(?P<lhs>[^=#\n]+?)\s*=\s*(?P<rhs>.+?)\s*#\s*SOLUTION\s*$")
 _BEGIN, _END = "# BEGIN SOLUTION", "# END SOLUTION"
 
@@ -136,7 +147,33 @@ def _execute(nb, cwd: Path, timeout: int, name: str):
         raise BuildError(f"{name}: a cell failed: {summary[-1] if summary else error}") from None
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
-    return nb
+    return outputs.static(nb)
+
+
+def _read_stored(path: Path):
+    """The stored solution notebook at ``path``, or None when there is none that reads."""
+    import nbformat
+
+    try:
+        return nbformat.read(path, as_version=4)
+    except (OSError, ValueError):
+        return None
+
+
+def _keep_stored(fresh, stored, patterns, remeasure: bool):
+    """``fresh`` with the stored bytes of every cell whose outputs did not change (and of every measured cell
+    whose source did not change, unless ``remeasure``): an unchanged lesson rebuilds to the same file."""
+    if stored is None:
+        return fresh
+    old = {c.get("id"): c for c in stored.cells if c.cell_type == "code"}
+    for cell in fresh.cells:
+        before = old.get(cell.get("id"))
+        if cell.cell_type != "code" or before is None or before.source != cell.source:
+            continue
+        same = (outputs.comparable(before.outputs, patterns) == outputs.comparable(cell.outputs, patterns))
+        if same or (outputs.measured(cell) and not remeasure):
+            cell.outputs = before.outputs
+    return fresh
 
 
 def _dump(nb) -> str:
@@ -150,6 +187,7 @@ class BuildReport:
     written: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    reasons: dict[str, list[str]] = field(default_factory=dict)  # stale notebook -> what changed in it
 
     @property
     def ok(self) -> bool:
@@ -172,35 +210,42 @@ def lesson_paths(root: Path, only: list[str] | None) -> list[Path]:
 
 
 def build(root: str | Path = ".", check: bool = False, only: list[str] | None = None,
-          timeout: int = 120, progress: bool = True) -> BuildReport:
-    """Write (or with check=True, verify) the student and solution notebooks of every lesson."""
+          timeout: int = 120, progress: bool = True, outputs_too: bool = False,
+          remeasure: bool = False) -> BuildReport:
+    """Write (or with check=True, verify) the student and solution notebooks of every lesson.
+
+    ``outputs_too`` (with ``check``): run each solution and compare its outputs with the stored ones too.
+    ``remeasure``: store the fresh outputs of measured cells (see the module docstring).
+    """
     root = Path(root)
     lessons = lesson_paths(root, only)
     if not lessons:
         raise InvalidValue(f"no lessons found in {root / LESSONS_DIR} (expected files such as 00-start-here.md).")
     report = BuildReport()
+    patterns = outputs.read_sanitize(root / SANITIZE)
     iterator = lessons
-    if progress and not check:
-        from tqdm import tqdm
+    if progress and (outputs_too or not check):
+        from tqdm import tqdm  # deferred: only a build that runs notebooks shows progress
 
-        iterator = tqdm(lessons, desc="building lessons", unit="lesson")
+        iterator = tqdm(lessons, desc="checking lessons" if check else "building lessons", unit="lesson")
     for lesson in iterator:
         student_path = root / STUDENT_DIR / f"{lesson.stem}.ipynb"
         solution_path = root / SOLUTION_DIR / f"{lesson.stem}.ipynb"
         student = _dump(make_notebook(lesson, "student"))
         solution = make_notebook(lesson, "solution")
+        name = f"{LESSONS_DIR}/{lesson.name}"
         if check:
-            if not student_path.exists() or student_path.read_text(encoding="utf-8") != student:
-                report.stale.append(str(student_path.relative_to(root)))
-            if not solution_path.exists() or not _same_cells(solution, solution_path):
-                report.stale.append(str(solution_path.relative_to(root)))
+            _check(report, root, student, student_path, solution, solution_path,
+                   patterns if outputs_too else None, timeout, name)
             continue
         student_path.parent.mkdir(exist_ok=True)
         solution_path.parent.mkdir(exist_ok=True)
-        student_path.write_text(student, encoding="utf-8")
-        executed = _execute(solution, solution_path.parent, timeout, f"{LESSONS_DIR}/{lesson.name}")
-        solution_path.write_text(_dump(executed), encoding="utf-8")
-        report.written += [str(student_path.relative_to(root)), str(solution_path.relative_to(root))]
+        executed = _execute(solution, solution_path.parent, timeout, name)
+        kept = _keep_stored(executed, _read_stored(solution_path), patterns, remeasure)
+        for path, text in ((student_path, student), (solution_path, _dump(kept))):
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
+                report.written.append(str(path.relative_to(root)))
     if not only:
         stems = {p.stem for p in lessons}
         for folder in (STUDENT_DIR, SOLUTION_DIR):
@@ -208,6 +253,25 @@ def build(root: str | Path = ".", check: bool = False, only: list[str] | None = 
                 if path.stem not in stems:
                     report.orphans.append(str(path.relative_to(root)))
     return report
+
+
+def _check(report: BuildReport, root: Path, student: str, student_path: Path, solution, solution_path: Path,
+           patterns, timeout: int, name: str) -> None:
+    """Add to ``report`` the notebooks of one lesson that a build would change (outputs too, given ``patterns``)."""
+    if not student_path.exists() or student_path.read_text(encoding="utf-8") != student:
+        report.stale.append(str(student_path.relative_to(root)))
+        report.reasons[report.stale[-1]] = ["its cells differ from the lesson's"]
+    if not solution_path.exists() or not _same_cells(solution, solution_path):
+        report.stale.append(str(solution_path.relative_to(root)))
+        report.reasons[report.stale[-1]] = ["its cells or the lesson's hash differ from the lesson's"]
+        return
+    if patterns is None:
+        return
+    fresh = _execute(solution, solution_path.parent, timeout, name)
+    changed = outputs.differences(_read_stored(solution_path), fresh, patterns)
+    if changed:
+        report.stale.append(str(solution_path.relative_to(root)))
+        report.reasons[report.stale[-1]] = [f"outputs would change: {line}" for line in changed]
 
 
 def _same_cells(expected, path: Path) -> bool:

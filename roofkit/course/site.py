@@ -22,7 +22,6 @@ files that the pinned ``jupyter-server-mathjax`` package ships (MathJax 2.7).
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import re
@@ -30,10 +29,9 @@ import shutil
 from pathlib import Path
 
 from ..errors import InvalidValue
+from .outputs import static as _static
 
 __all__ = ["build_site"]
-
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 52rem; margin: 2rem auto;
@@ -56,16 +54,6 @@ def _title(nb) -> str:
                 if line.startswith("# "):
                     return line[2:].strip()
     return "untitled"
-
-
-def _static(nb):
-    """A copy of ``nb`` whose widget outputs fall back to their text, and without widget state."""
-    nb = copy.deepcopy(nb)
-    nb.metadata.pop("widgets", None)
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            output.get("data", {}).pop(WIDGET_MIME, None)
-    return nb
 
 
 MATHJAX_DIR = "mathjax"
