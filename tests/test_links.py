@@ -7,7 +7,8 @@ from importlib import resources
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from roofkit.catalogs import hardware, links
+from roofkit.catalogs import hardware, links, nccl_tuning
+from roofkit.perf import nccl
 from roofkit.errors import InvalidValue, RoofkitError
 
 
@@ -24,9 +25,23 @@ ALL = [link.key for link in links.catalog()]
 @pytest.mark.parametrize("key", ALL)
 def test_every_figure_has_a_cited_source(key):
     link = links.get(key)
-    cited = set(document()["sources"].values())
+    cited = set(document()["sources"].values()) | {nccl_tuning.SOURCE + " (hwLatencies, ring, LL)"}
     for figure in ("quoted", "latency_us", "*"):
         assert link.source(figure) in cited, (key, figure)
+
+
+@pytest.mark.parametrize("key", [k for k in links.names() if nccl_tuning.link_class(links.get(k).kind)])
+def test_a_link_nccl_runs_on_takes_its_latency_from_nccl_s_table_typed_once(key):
+    link = links.get(key)
+    assert "latency_us" not in document()[key], f"{key}: latency_us has its home in data/nccl.toml"
+    assert link.latency == nccl.hw_latency(nccl.link_class(link), "ring", "LL")
+    assert link.source("latency_us").startswith(nccl_tuning.SOURCE)
+
+
+def test_a_latency_typed_twice_is_refused():
+    table = dict(document()["nvlink4"], latency_us=0.6)
+    with pytest.raises(InvalidValue, match="one home"):
+        links._from_table("nvlink4", table, document()["sources"])
 
 
 def test_every_source_id_is_defined_and_used():

@@ -30,6 +30,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from . import nccl_tuning
 from .lookup import Catalog, check_table
 from ..errors import InvalidValue, RoofkitError, UnknownName
 from ..units import positive, whole
@@ -204,9 +205,24 @@ def _flag(table: dict, name: str, where: str) -> bool:
     return value
 
 
+def _latency_us(table: dict, where: str) -> tuple[float, str | None]:
+    """The link's α in µs and, when it is NCCL's, NCCL's source: a link of a kind NCCL has a class for takes
+    NCCL's per-hop latency for the ring with the LL protocol (data/nccl.toml), typed nowhere else."""
+    kind = nccl_tuning.link_class(table.get("kind"))
+    if "latency_us" in table:
+        if kind is not None:
+            raise InvalidValue(f"{where}: latency_us is NCCL's for a {table['kind']} link (data/nccl.toml, "
+                               f"{kind} ring LL); remove it here, so that it has one home.")
+        return float(positive(table["latency_us"], f"{where}: latency_us")), None
+    if kind is None:
+        raise InvalidValue(f"{where}: latency_us is missing (NCCL has no latency for a {table.get('kind')} link).")
+    return nccl_tuning.hw_latency_us(kind, "ring", "LL"), nccl_tuning.SOURCE + " (hwLatencies, ring, LL)"
+
+
 def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     where = f"link {key!r}"
-    check_table(where, table, _FIELDS, ("quoted", "latency_us"))
+    check_table(where, table, _FIELDS, ("quoted",))
+    latency_us, nccl_source = _latency_us(table, where)
     unit = _choice(table, "quoted_unit", UNITS, where)
     direction = _choice(table, "direction", DIRECTIONS, where)
     scope = _choice(table, "scope", SCOPES, where)
@@ -218,12 +234,14 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     cited |= {f: cite(s) for f, s in table.get("sources", {}).items()}
     if "cross_check" in table:
         cited["cross_check"] = cite(table["cross_check"])
+    if nccl_source is not None:
+        cited["latency_us"] = nccl_source
     return Link(
         key=key, name=table.get("name", key), kind=_choice(table, "kind", KINDS, where),
         role=_choice(table, "role", ROLES, where), quoted=float(positive(table["quoted"], f"{where}: quoted")),
         quoted_unit=unit, direction=direction, scope=scope,
         bandwidth=per_direction(table["quoted"], unit, direction, scope, gpus),
-        latency=float(positive(table["latency_us"], f"{where}: latency_us")) * 1e-6,
+        latency=latency_us * 1e-6,
         gpus=gpus, over=table.get("over"),
         links=whole(table["links"], f"{where}: links", integer_only=True) if "links" in table else None,
         ring_links=whole(table.get("ring_links", 1), f"{where}: ring_links", integer_only=True),

@@ -6,8 +6,9 @@ For each call it estimates, per algorithm and protocol,
     T = latency + S / bandwidth
 
 and runs the fastest (``ncclTopoGetAlgoTime`` in ``src/graph/tuning.cc``).
-This module keeps NCCL's figures for that choice, transcribed from NVIDIA/nccl,
-commit 5067397 (``src/graph/tuning.cc``, ``src/graph/topo.h``):
+This module models that choice with NCCL's figures, transcribed from NVIDIA/nccl,
+commit 5067397 (``src/graph/tuning.cc``, ``src/graph/topo.h``) into
+``data/nccl.toml`` and read from there (:mod:`roofkit.catalogs.nccl_tuning`):
 
 * **algorithms**: ``ring`` (reduce-scatter then all-gather around a ring; 2(n-1)
   steps), ``tree`` (NCCL's double binary tree: a chain inside the node, a tree of
@@ -41,61 +42,26 @@ roofkit uses them in two ways (:mod:`roofkit.comms`):
 
 from __future__ import annotations
 
-from ..errors import InvalidValue
+from ..catalogs import nccl_tuning
+from ..catalogs.nccl_tuning import ALGORITHMS, PROTOCOLS, SOURCE
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "SOURCE", "protocol_share", "hw_latency", "base_latency", "link_class",
            "nvls_capable", "in_network_reduction", "effective_bandwidth", "nvls_bandwidth", "TREE_BANDWIDTH_SHARE",
            "RING_PLATEAU"]
 
-SOURCE = "NVIDIA NCCL, src/graph/tuning.cc and src/graph/topo.h (NVIDIA/nccl, commit 5067397)"
-
-ALGORITHMS = ("ring", "tree", "nvls", "collnet")
-PROTOCOLS = ("LL", "LL128", "Simple")
-
-# bandwidth share of each protocol: LL sends a 4-byte flag with every 4 bytes of data
-# (tuning.cc: busBw * .5), LL128 120 data bytes per 128-byte line (tuning.cc: busBw * 0.92)
-_SHARE = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
-TREE_BANDWIDTH_SHARE = 0.92  # tuning.cc: an all-reduce on a tree, busBw * .92
-RING_PLATEAU = 1.4  # tuning.cc: a ring all-reduce across nodes, Simple, latency x 1.4 (sm80 and later)
-
-# baseLatencies (µs): per call
-_BASE = {("tree", "LL"): 6.8, ("tree", "LL128"): 14.0, ("tree", "Simple"): 8.4,
-         ("ring", "LL"): 6.6, ("ring", "LL128"): 14.0, ("ring", "Simple"): 8.4,
-         ("nvls", "Simple"): 0.0, ("collnet", "Simple"): 0.0}
-# hwLatencies (µs): per step, by kind of link
-_HW = {
-    "nvlink": {("tree", "LL"): 0.6, ("tree", "LL128"): 1.25, ("tree", "Simple"): 4.0,
-               ("ring", "LL"): 0.6, ("ring", "LL128"): 1.9, ("ring", "Simple"): 3.4,
-               ("nvls", "Simple"): 25.0, ("collnet", "Simple"): 3.7},
-    "pci": {("tree", "LL"): 1.0, ("tree", "LL128"): 1.9, ("tree", "Simple"): 4.0,
-            ("ring", "LL"): 1.0, ("ring", "LL128"): 2.5, ("ring", "Simple"): 5.7,
-            ("nvls", "Simple"): 0.0, ("collnet", "Simple"): 3.7},
-    "net": {("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 14.0,
-            ("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0,
-            ("nvls", "Simple"): 18.0, ("collnet", "Simple"): 31.0},
-}
-# AMD's Infinity Fabric between GPUs is a direct GPU-to-GPU link: NCCL's NVLink class (RCCL is NCCL's fork for AMD)
-_KINDS = {"nvlink": "nvlink", "nvswitch": "nvlink", "infinity-fabric": "nvlink", "pcie": "pci", "infiniband": "net",
-          "ethernet": "net"}
-
-
-def _check(algorithm: str, protocol: str) -> None:
-    if algorithm not in ALGORITHMS:
-        raise InvalidValue(f"unknown algorithm {algorithm!r}; expected one of: {', '.join(ALGORITHMS)}.")
-    if protocol not in PROTOCOLS:
-        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
+# NCCL's figures are typed once, in data/nccl.toml (roofkit.catalogs.nccl_tuning); these read them.
+TREE_BANDWIDTH_SHARE = nccl_tuning.constant("tree_bandwidth_share")  # an all-reduce on a tree, busBw * .92
+RING_PLATEAU = nccl_tuning.constant("ring_plateau")  # a ring all-reduce across nodes, Simple, latency x 1.4
 
 
 def protocol_share(protocol: str) -> float:
     """The share of a link's bandwidth a protocol carries as data: LL 0.5, LL128 0.92, Simple 1."""
-    if protocol not in PROTOCOLS:
-        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
-    return _SHARE[protocol]
+    return nccl_tuning.protocol_share(protocol)
 
 
 def link_class(link) -> str | None:
     """'nvlink', 'pci' or 'net': which of NCCL's latency tables a catalog link uses (None: not NCCL's, e.g. TPU ICI)."""
-    return _KINDS.get(link.kind)
+    return nccl_tuning.link_class(link.kind)
 
 
 def hw_latency(kind: str, algorithm: str, protocol: str) -> float:
@@ -103,20 +69,12 @@ def hw_latency(kind: str, algorithm: str, protocol: str) -> float:
 
     Raises InvalidValue for a combination NCCL does not run (NVLS and CollNet use Simple only).
     """
-    _check(algorithm, protocol)
-    if kind not in _HW:
-        raise InvalidValue(f"unknown kind of link {kind!r}; expected one of: {', '.join(_HW)}.")
-    if (algorithm, protocol) not in _HW[kind]:
-        raise InvalidValue(f"NCCL runs {algorithm} with the Simple protocol only; got {protocol!r}.")
-    return _HW[kind][(algorithm, protocol)] * 1e-6
+    return nccl_tuning.hw_latency_us(kind, algorithm, protocol) * 1e-6
 
 
 def base_latency(algorithm: str, protocol: str) -> float:
     """Seconds NCCL's model charges once per call (tuning.cc's baseLatencies)."""
-    _check(algorithm, protocol)
-    if (algorithm, protocol) not in _BASE:
-        raise InvalidValue(f"NCCL runs {algorithm} with the Simple protocol only; got {protocol!r}.")
-    return _BASE[(algorithm, protocol)] * 1e-6
+    return nccl_tuning.base_latency_us(algorithm, protocol) * 1e-6
 
 
 def protocols(algorithm: str) -> tuple[str, ...]:
