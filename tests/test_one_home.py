@@ -59,6 +59,10 @@ print(json.dumps({
     "l03_ridge": quiz.get("l03.ridge-bf16").answer_key(),
     "cli_cost_s": cli("cost", "gemm", "--m", "1", "--n", "4096", "--k", "4096", "--dtype", "bf16", "--hw", "h100")["time_s"],
     "tpot_s": latency.tpot("llama-3-8b", "h100", 1, 1024),
+    "nvlink4_nccl": links.get("nvlink4").nccl_bandwidth,
+    "hgx_h100_nccl": nccl.effective_bandwidth(links.get("hgx-h100")),
+    "cli_big_s": cli("comm", "all-reduce", "--bytes", "1GB", "--gpus", "8", "--link", "hgx-h100", "--algorithm", "ring",
+                     "--calibrated")["time_s"],
 }))
 '''
 
@@ -104,3 +108,12 @@ def test_the_h100_s_bandwidth_has_one_home(tmp_path, before):
         assert after[name] == pytest.approx(before[name] / ratio, rel=1e-9), name
     assert after["tpot_s"] < before["tpot_s"] / ratio * 1.05  # decode at batch 1: mostly the weights' reads
     assert after["link_latency"] == before["link_latency"]
+
+
+def test_nccl_s_nvlink_bandwidth_per_link_has_one_home(tmp_path, before):
+    after = _probe(tmp_path, {"nccl.toml": ("nvlink4 = 20.6", "nvlink4 = 25.0")})
+    ratio = 25.0 / 20.6
+    for name in ("nvlink4_nccl", "hgx_h100_nccl"):  # the NVSwitch domain is built on NVLink 4
+        assert after[name] == pytest.approx(before[name] * ratio, rel=1e-12), name
+    assert after["cli_big_s"] < before["cli_big_s"] / ratio * 1.02  # a 1 GB ring: the bandwidth term
+    assert after["link_latency"] == before["link_latency"] and after["h100_bandwidth"] == before["h100_bandwidth"]

@@ -219,6 +219,19 @@ def _latency_us(table: dict, where: str) -> tuple[float, str | None]:
     return nccl_tuning.hw_latency_us(kind, "ring", "LL"), nccl_tuning.SOURCE + " (hwLatencies, ring, LL)"
 
 
+def _nccl_bandwidth(key: str, table: dict, where: str) -> float | None:
+    """Bytes/s per direction NCCL's ring reaches: a measurement (``nccl_gb_s``), or for an NVLink NCCL's own
+    figure per link (data/nccl.toml) times its links; None when there is neither."""
+    if "nccl_gb_s" in table:
+        return float(positive(table["nccl_gb_s"], f"{where}: nccl_gb_s")) * 1e9
+    per_link = nccl_tuning.nvlink_bw_gb_s(key)
+    if per_link is None:
+        return None
+    if "links" not in table:
+        raise InvalidValue(f"{where}: NCCL's bandwidth is per link (data/nccl.toml); the entry needs `links`.")
+    return per_link * 1e9 * table["links"]
+
+
 def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
     where = f"link {key!r}"
     check_table(where, table, _FIELDS, ("quoted",))
@@ -236,6 +249,8 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
         cited["cross_check"] = cite(table["cross_check"])
     if nccl_source is not None:
         cited["latency_us"] = nccl_source
+    if "nccl_gb_s" not in table and nccl_tuning.nvlink_bw_gb_s(key) is not None:
+        cited["nccl_gb_s"] = nccl_tuning.SOURCE + " (topo.h, the bandwidth per NVLink, times the links)"
     return Link(
         key=key, name=table.get("name", key), kind=_choice(table, "kind", KINDS, where),
         role=_choice(table, "role", ROLES, where), quoted=float(positive(table["quoted"], f"{where}: quoted")),
@@ -246,8 +261,7 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Link:
         links=whole(table["links"], f"{where}: links", integer_only=True) if "links" in table else None,
         ring_links=whole(table.get("ring_links", 1), f"{where}: ring_links", integer_only=True),
         nvls=_flag(table, "nvls", where), sharp=_flag(table, "sharp", where), mesh=_flag(table, "mesh", where),
-        nccl_bandwidth=(float(positive(table["nccl_gb_s"], f"{where}: nccl_gb_s")) * 1e9
-                        if "nccl_gb_s" in table else None),
+        nccl_bandwidth=_nccl_bandwidth(key, table, where),
         nvls_busbw=(float(positive(table["nvls_busbw_gb_s"], f"{where}: nvls_busbw_gb_s")) * 1e9
                     if "nvls_busbw_gb_s" in table else None),
         aliases=tuple(table.get("aliases", ())), sources=cited, notes=tuple(table.get("notes", ())),
@@ -292,7 +306,7 @@ def names() -> list[str]:
 
 def for_accelerator(hw) -> list[Link]:
     """The links an accelerator has, scale-up domain first (an empty list if the catalog has none)."""
-    from .hardware import get as get_hw
+    from .hardware import get as get_hw  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     accelerator = get_hw(hw)
     CATALOG.entries()  # reads the catalog, and with it which accelerator has which links
@@ -301,7 +315,7 @@ def for_accelerator(hw) -> list[Link]:
 
 def check(hw, link) -> Link:
     """``link`` if the accelerator has it; MissingLink, naming the ones it has, if not."""
-    from .hardware import get as get_hw
+    from .hardware import get as get_hw  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     chosen = get(link)
     have = for_accelerator(hw)

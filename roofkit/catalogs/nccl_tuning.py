@@ -23,7 +23,7 @@ from importlib import resources
 from ..errors import InvalidValue
 
 __all__ = ["SOURCE", "tables", "protocol_share", "base_latency_us", "hw_latency_us", "link_class", "constant",
-           "ALGORITHMS", "PROTOCOLS", "KINDS"]
+           "nvlink_bw_gb_s", "ALGORITHMS", "PROTOCOLS", "KINDS"]
 
 ALGORITHMS = ("ring", "tree", "nvls", "collnet")
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -84,6 +84,13 @@ def hw_latency_us(kind: str, algorithm: str, protocol: str) -> float:
 def link_class(link_kind: str) -> str | None:
     """NCCL's class ('nvlink', 'pci', 'net') for a catalog link's kind; None for a link NCCL does not run on."""
     return tables()["link_class"].get(link_kind)
+
+
+def nvlink_bw_gb_s(link_key: str) -> float | None:
+    """GB/s per direction NCCL's topology search gives one link of the NVLink generation ``link_key`` (a
+    roofkit.links key: 'nvlink4'); None for a link it gives none."""
+    value = tables()["nvlink_bw_gb_s"].get(link_key)
+    return None if value is None else float(value)
 
 
 def constant(name: str) -> float:
