@@ -1,10 +1,12 @@
-"""How long an explorer takes to follow a slider, measured in a real kernel (not a pass/fail test).
+"""How long an explorer takes to follow a slider or any other control, measured in a real kernel (not a pass/fail test).
 
-    python benchmarks/explorers.py                 # every explorer, 50 changes each
-    python benchmarks/explorers.py roofline -n 20  # one explorer, fewer changes
+    python benchmarks/explorers.py                 # every explorer: 50 slider changes, then every other control
+    python benchmarks/explorers.py roofline -n 20  # one explorer, fewer slider changes
+    python benchmarks/explorers.py --cycles 1      # each dropdown once round its options (default: twice)
     python benchmarks/explorers.py --code /tmp/old # another roofkit (e.g. `git archive REV roofkit | tar -x`)
 
-Target (issue 22): median under 50 ms, worst under 150 ms per change.
+Target (issue 22): median under 50 ms, worst under 150 ms per change, for every control: sliders, dropdowns,
+checkboxes and text boxes alike.
 
 How: a real IPython kernel is started with jupyter_client (the kernel JupyterLab
 would start; over IPC sockets), the explorer is built in it as the lesson builds it, and then this
@@ -26,8 +28,16 @@ Per explorer it prints, over the changes:
 
 The moves are what a hand does: each slider swept left to its end and back to
 the right from where the lesson starts it (a triangle wave, one step at a time),
-the explorer's sliders taking turns. Each explorer gets a fresh kernel, so no
-cache is warm from another explorer.
+the explorer's sliders taking turns. Then every other control (:data:`CONTROLS`)
+is changed in turn, each ``--cycles`` times round: a dropdown visits every
+option from the lesson's and comes back to it (every accelerator, every model),
+a checkbox is ticked and unticked, a text box gets typed values (some that
+roofkit cannot read). After the explorers' lines comes a table, one row per
+control of each explorer (sliders included), with its median and worst kernel,
+wall and CPU times; the target is checked on the kernel time. Each explorer
+gets a fresh kernel, so no cache is warm from another explorer: the first time
+round, every option computes its model and draws its key layer (``--cycles 1``
+measures only that), the second time round finds both kept.
 """
 
 from __future__ import annotations
@@ -51,6 +61,23 @@ EXPLORERS = {
     "parallel": ('from roofkit.explore import parallel_explorer\n'
                  'x = parallel_explorer("llama-3-70b", "h100", gpus=1024, tp=8, pp=4, zero=1)',
                  ["gpus", "tp", "pp", "zero", "global_batch_tokens"]),
+}
+
+# the controls that are not sliders, changed after the sliders (lesson 05's text box is the format explorer's slider)
+CONTROLS = {
+    "roofline": ["accelerator", "precision", "kernel"],
+    "formats": [],
+    "training": ["params", "tokens", "hw", "dtype", "gpus", "usd_per_gpu_hour"],
+    "serving": ["model", "hw", "gpus", "weights_dtype", "kv_dtype"],
+    "parallel": ["model", "hw", "recompute", "calibrated"],
+}
+
+# what is typed into a text box other than the format explorer's, once round (back to the lesson's value at the end)
+_TYPED_INPUTS = {
+    "params": ["7B", "405B", "1.5e11", "70X", "70B"],
+    "tokens": ["2T", "300B", "15e12", "lots", "15T"],
+    "gpus": ["1024", "16384", "0", "8192"],
+    "usd_per_gpu_hour": ["$3.50", "1", "-2", "2.0"],
 }
 
 # installed in the kernel before the explorer is built: times every widget message's handler
@@ -79,6 +106,8 @@ for _name in %r:
     _wid = _find(x, _name)
     if hasattr(_wid, "index") and hasattr(_wid, "options"):
         _out[_name] = (_wid.model_id, "index", _wid.index, len(_wid.options))
+    elif isinstance(_wid.value, bool):
+        _out[_name] = (_wid.model_id, "bool", _wid.value, None)
     else:
         _out[_name] = (_wid.model_id, "value", _wid.value, None)
 print(_json.dumps(_out))
@@ -112,6 +141,24 @@ def _moves(inputs: dict, n: int) -> list[tuple[str, str, object]]:
             plan += [(name, "value", _TYPED[k % len(_TYPED)]) for k in range(moves)]
         else:  # the MFU slider: 0.01 .. 1.0 in steps of 0.01
             plan += [(name, "value", (i + 1) / 100) for i in _triangle(round(start * 100) - 1, 100, moves)]
+    return plan
+
+
+def _rounds(inputs: dict, cycles: int) -> list[tuple[str, str, object]]:
+    """(name, state key, new value) for every control of ``inputs``, one after the other, ``cycles`` times round.
+
+    A dropdown visits each option once from the one it starts at and comes back to it; a checkbox is flipped
+    twice (ticked and unticked, or the other way); a text box gets :data:`_TYPED_INPUTS`, ending on its value.
+    """
+    plan = []
+    for name, (_, kind, start, count) in inputs.items():
+        for _ in range(cycles):
+            if kind == "index":
+                plan += [(name, "index", (start + k) % count) for k in range(1, count + 1)]
+            elif kind == "bool":
+                plan += [(name, "value", not start), (name, "value", start)]
+            else:
+                plan += [(name, "value", typed) for typed in _TYPED_INPUTS[name]]
     return plan
 
 
@@ -186,7 +233,9 @@ class Kernel:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def measure(name: str, n: int, code: str | None = None) -> dict:
+def measure(name: str, n: int, code: str | None = None, cycles: int = 2) -> dict:
+    """The explorer's slider changes (``wall``, ``kernel``, ``cpu``, ``bytes``: one entry per change) and
+    ``controls``: for every input, sliders and other controls, its changes' {'wall', 'kernel', 'cpu'}."""
     setup, names = EXPLORERS[name]
     kernel = Kernel(code)
     try:
@@ -195,22 +244,40 @@ def measure(name: str, n: int, code: str | None = None) -> dict:
         kernel.run(setup + "\nNone")
         build = time.perf_counter() - start
         inputs = json.loads(kernel.run(_INPUTS % (names,)).strip().splitlines()[-1])
-        walls, sizes, ids = [], [], []
-        for input_name, key, value in _moves(inputs, n):
-            wall, size, msg_id = kernel.change(inputs[input_name][0], key, value)
-            walls.append(wall), sizes.append(size), ids.append(msg_id)
+        others = json.loads(kernel.run(_INPUTS % (CONTROLS[name],)).strip().splitlines()[-1])
+        moves = [(m, True) for m in _moves(inputs, n)] + [(m, False) for m in _rounds(others, cycles)]
+        done = []  # (input name, slider?, wall, bytes, message id)
+        for (input_name, key, value), slider in moves:
+            model_id = (inputs if slider else others)[input_name][0]
+            wall, size, msg_id = kernel.change(model_id, key, value)
+            done.append((input_name, slider, wall, size, msg_id))
         inside = {m: (w, c) for m, w, c in json.loads(kernel.run(
             "import json as _j\nprint(_j.dumps(_BENCH))").strip().splitlines()[-1])}
     finally:
         kernel.close()
-    kernel_wall = [inside[m][0] for m in ids if m in inside]
-    cpu = [inside[m][1] for m in ids if m in inside]
-    return {"name": name, "n": len(walls), "build_s": build, "wall": walls, "kernel": kernel_wall, "cpu": cpu,
-            "bytes": sizes}
+    sliders = [d for d in done if d[1] and d[4] in inside]
+    controls = {}
+    for input_name, _, wall, _, msg_id in done:
+        if msg_id in inside:
+            row = controls.setdefault(input_name, {"wall": [], "kernel": [], "cpu": []})
+            row["wall"].append(wall), row["kernel"].append(inside[msg_id][0]), row["cpu"].append(inside[msg_id][1])
+    return {"name": name, "n": len(sliders), "build_s": build, "wall": [d[2] for d in sliders],
+            "kernel": [inside[d[4]][0] for d in sliders], "cpu": [inside[d[4]][1] for d in sliders],
+            "bytes": [d[3] for d in sliders], "controls": controls}
 
 
 def _ms(xs) -> str:
     return f"{statistics.median(xs) * 1e3:7.1f} {max(xs) * 1e3:7.1f}"
+
+
+def _on_target(times) -> bool:
+    return statistics.median(times) < 0.05 and max(times) < 0.15
+
+
+def _control_rows(controls: dict) -> list[str]:
+    """One line per input: how many changes, kernel and wall median/worst, and whether the kernel time is on target."""
+    return [f"  {name:<20} {len(r['kernel']):>4} {_ms(r['kernel']):>17} {_ms(r['wall']):>15} {_ms(r['cpu']):>15}  "
+            f"{'ok' if _on_target(r['kernel']) else 'OVER TARGET'}" for name, r in controls.items()]
 
 
 def main(argv=None) -> None:
@@ -218,6 +285,8 @@ def main(argv=None) -> None:
     parser.add_argument("explorers", nargs="*", metavar="explorer",
                         help=f"which explorers: {', '.join(EXPLORERS)} (default: all)")
     parser.add_argument("-n", type=int, default=50, help="slider changes per explorer (default 50)")
+    parser.add_argument("--cycles", type=int, default=2,
+                        help="times round every dropdown, checkbox and text box (default 2; 0: sliders only)")
     parser.add_argument("--code", metavar="DIR", help="measure the roofkit package in DIR instead of the installed one")
     args = parser.parse_args(argv)
     names = args.explorers or list(EXPLORERS)
@@ -228,11 +297,20 @@ def main(argv=None) -> None:
           f"roofkit: {args.code or 'the installed one'}")
     print(f"{'explorer':<10} {'wall med/worst':>15} {'kernel med/worst':>17} {'cpu med/worst':>15} "
           f"{'kB/change':>9} {'build':>7}  verdict (wall: <50 median, <150 worst)")
+    results = []
     for name in names:
-        r = measure(name, args.n, args.code)
-        verdict = "ok" if statistics.median(r["wall"]) < 0.05 and max(r["wall"]) < 0.15 else "OVER TARGET"
+        r = measure(name, args.n, args.code, args.cycles)
+        results.append(r)
+        verdict = "ok" if _on_target(r["wall"]) else "OVER TARGET"
         print(f"{name:<10} {_ms(r['wall']):>15} {_ms(r['kernel']):>17} {_ms(r['cpu']):>15} "
               f"{statistics.mean(r['bytes']) / 1e3:9.1f} {r['build_s']:6.2f}s  {verdict}", flush=True)
+    print(f"\nper control, sliders included (dropdowns {args.cycles} times round every option, checkboxes flipped, "
+          "text boxes typed); times in ms (median, worst)")
+    print(f"  {'control':<20} {'n':>4} {'kernel med/worst':>17} {'wall med/worst':>15} {'cpu med/worst':>15}  "
+          "verdict (kernel: <50 median, <150 worst)")
+    for r in results:
+        print(r["name"])
+        print("\n".join(_control_rows(r["controls"])), flush=True)
     try:
         import os
 

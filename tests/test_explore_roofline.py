@@ -65,7 +65,8 @@ def test_the_figure_has_the_roofline_and_the_time_bars():
 
     state = explorer_state("h200", "bf16", "gemm", 4096)
     roof_ax, bars_ax = _Figure(state).live.fig.axes
-    assert roof_ax.get_xscale() == "log" and roof_ax.get_title() == "Roofline: H200 SXM 141GB (BF16)"
+    assert roof_ax.get_xscale() == "log"
+    assert roof_ax.get_title() == "H200 SXM 141GB, BF16: 989 TFLOP/s, 4.8 TB/s; achievable 800.9 TFLOP/s, 4.271 TB/s"
     assert any(line.get_gid() == "custom-roof" for line in roof_ax.lines)  # the achievable roof, dashed
     # T_math and T_mem, datasheet and achievable, to scale: the longest sum (achievable) spans 1
     longest = (state["achievable"]["t_math_s"] + state["achievable"]["t_mem_s"]) * 1e6
@@ -74,7 +75,26 @@ def test_the_figure_has_the_roofline_and_the_time_bars():
     texts = {t.get_text() for t in bars_ax.texts}
     assert {"max 139 µs", "sum 160 µs", "max 172 µs", "sum 195 µs"} <= texts, texts
     one_roof = _Figure(explorer_state("b200", "bf16", "gemm", 4096)).live.fig.axes[1]
-    assert len(one_roof.patches) == 2
+    assert len([p for p in one_roof.patches if p.get_visible()]) == 2  # the achievable row stays, empty
+    assert "none in the catalog for this chip and precision" in {t.get_text() for t in one_roof.texts}
+
+
+def test_the_axes_stay_put_over_the_whole_catalog():
+    """Every roof of every chip and precision, datasheet and achievable, lies inside the fixed axes, so that
+    changing the accelerator or the precision never redraws them."""
+    from roofkit.course.explore.roofline import XLIM, _Figure, _ylim
+
+    lo, hi = _ylim()
+    for acc in hardware.catalog():
+        for p in acc.precisions:
+            assert lo <= acc.bandwidth * XLIM[0] and acc.peak(p) * 2 <= hi, (acc.key, p)
+            if acc.has_achievable(p) and acc.has_achievable("bandwidth"):
+                assert lo <= acc.memory_bandwidth(achievable=True) * XLIM[0], (acc.key, p)
+    explorer = build_explorer()
+    roof_ax = explorer.live.fig.axes[0]
+    for acc in ("t4", "b200", "tpu-v5e"):
+        explorer.accelerator.value = acc
+        assert roof_ax.get_xlim() == XLIM and roof_ax.get_ylim() == (lo, hi)
 
 
 @pytest.mark.parametrize("kernel, below, above", [

@@ -91,3 +91,35 @@ def test_the_curve_marks_the_memory_limit():
     assert [b <= 176 for b in sweep["batch"]] == sweep["fits"]
     assert sweep["tpot_s"] == sorted(sweep["tpot_s"]) and sweep["tokens_per_s"] == sorted(sweep["tokens_per_s"])
     assert set(CONTEXTS) >= {4096, 8192, 32768}
+
+
+@pytest.mark.parametrize("model, hw, gpus, weights, cache", [
+    ("llama-3-70b", "h100", 8, "bf16", "bf16"), ("llama-2-7b", "a10", 2, "int4", "bf16"),
+    ("llama-3-8b", "t4", 1, "bf16", "bf16"), ("mistral-7b", "gb200", 16, "bf16", "fp8"),
+    ("qwen3-30b-a3b", "mi325x", 4, "fp8", "fp8"), ("llama-3.1-405b", "b200", 8, "int4", "fp8"),
+])
+def test_the_curves_axes_hold_every_context_and_batch(model, hw, gpus, weights, cache):
+    """The curves' ranges come from the corners (shortest and longest context, smallest and largest batch): every
+    point the sliders can reach lies inside them, so the axes stay put as the context and the batch move."""
+    from roofkit.catalogs import hardware
+    from roofkit.course.explore.serving import _math, _ranges, _sweep
+
+    dtype = _math(hardware.get(hw))
+    (t_lo, t_hi), (r_lo, r_hi) = _ranges(model, hw, gpus, dtype, weights, cache)
+    for context in CONTEXTS:
+        sweep = _sweep(model, hw, gpus, context, dtype, weights, cache)
+        assert all(t_lo * (1 - 1e-9) <= t <= t_hi * (1 + 1e-9) for t in sweep["tpot_s"]), context
+        assert all(r_lo * (1 - 1e-9) <= r <= r_hi * (1 + 1e-9) for r in sweep["tokens_per_s"]), context
+
+
+def test_the_memory_bar_is_a_share_of_one_gpu():
+    from roofkit.course.explore.serving import _Figure
+
+    state = explorer_state("llama-3-70b", "h100", 8, "bf16", "bf16", 8192, 64)
+    top = _Figure(state).live.fig.axes[0]
+    assert top.get_xlim() == (0, plot.MemoryBar.END)
+    assert top.get_title(loc="right") == "85.5 GB per GPU: reserve 8.55 GB, weights 17.6 GB"
+    g = state["plan"].per_gpu
+    assert [round(bar.get_width(), 4) for bar in top.patches[:3]] == [
+        round(g[k] / g["capacity_bytes"], 4) for k in ("reserve_bytes", "weights_bytes", "kv_bytes")]
+    assert any(t.get_text() == "47.7 GB in use" for t in top.texts)

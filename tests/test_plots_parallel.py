@@ -187,3 +187,20 @@ def test_published_plot_puts_bounds_under_the_diagonal():
     assert "0.60" in text and "1.05" in text and text.count("\n") == 2
     with pytest.raises(InvalidValue, match="at least one run"):
         pp.published_plot([])
+
+
+def test_plan_bars_draw_memory_as_shares_of_the_accelerators(plans):
+    from matplotlib.figure import Figure
+
+    from roofkit.catalogs import hardware
+
+    memory_ax, step_ax = Figure().subplots(1, 2)
+    capacity = hardware.get("h100").capacity_bytes
+    bars = pp.PlanBars(memory_ax, step_ax, capacity, "H100")
+    bars.update(plans[0])
+    assert memory_ax.get_xlim() == (0, pp.PlanBars.END)
+    held = sum(bar.get_width() for bar in bars.memory)
+    assert held == pytest.approx(plans[0].memory_per_gpu_bytes / capacity)
+    assert bars.total.get_text().startswith(f"{plans[0].memory_per_gpu_bytes / 1e9:.3g} GB")
+    assert any(t.get_text() == f" H100: {capacity / 1e9:.3g} GB" for t in memory_ax.texts)
+    assert sum(bar.get_width() for bar in bars.step) == pytest.approx(1.0)

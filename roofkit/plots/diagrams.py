@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dtypes import canonical
 from ..errors import InvalidValue
 from . import style
 
@@ -68,7 +69,7 @@ def _memory_kind(acc) -> str:
 
 def memory_levels(accelerator) -> list[Level]:
     """Where a kernel's data can live on ``accelerator``, fastest first; a level the catalog lacks is left out."""
-    from ..catalogs.hardware import get
+    from ..catalogs.hardware import get  # deferred: the hardware catalog imports numpy at its top
 
     acc = get(accelerator)
     unit, count = acc.compute_unit_name, acc.compute_units or 1
@@ -87,7 +88,7 @@ def memory_levels(accelerator) -> list[Level]:
 
 def memory_table(accelerator) -> str:
     """:func:`memory_levels` as aligned lines of text, with the whole chip's total per level."""
-    from ..catalogs.hardware import get
+    from ..catalogs.hardware import get  # deferred: the hardware catalog imports numpy at its top
 
     acc = get(accelerator)
     lines = [f"{acc.name}: where data lives, fastest first"]
@@ -124,10 +125,10 @@ def chip(accelerator="h100", reads=(), writes=(), on_chip=(), title=None):
     that never leave the chip, so cross nothing. Sizes and the bandwidth come
     from the catalog.
     """
-    from matplotlib.figure import Figure
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # deferred: matplotlib costs ~0.2 s at import
 
-    from ..catalogs.hardware import get
+    from ..catalogs.hardware import get  # deferred: the hardware catalog imports numpy at its top
 
     acc = get(accelerator)
     reads, writes = [_flow_text(r) for r in reads], [_flow_text(w) for w in writes]
@@ -209,8 +210,8 @@ def curves(x, series, xlabel, ylabel, title=None, hline=None, span=None, legend=
     from 0 (bottom) to 1 (top), places the text lower or higher, clear of a line
     that crosses the middle.
     """
-    import numpy as np
-    from matplotlib.figure import Figure
+    import numpy as np  # deferred: numpy costs ~0.1 s at import
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     x = np.asarray(x, dtype=float)
     fig = Figure(figsize=(8, 4.6), layout="constrained")
@@ -251,7 +252,7 @@ def time_bars(rows, measured_s=None, ax=None, title=None):
     ``rows``: (name, t_math_s, t_mem_s) per set of roofs, drawn top to bottom.
     ``measured_s``: a measured time, drawn as a vertical line. Returns the Figure.
     """
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     rows = [(str(name), float(a), float(b)) for name, a, b in rows]
     if not rows:
@@ -296,8 +297,7 @@ def time_bars(rows, measured_s=None, ax=None, title=None):
 def time_bounds(cost, accelerator, precision, measured_s=None, title=None):
     """:func:`time_bars` for one kernel: its times at the datasheet roofs, and at the achievable
     roofs where the catalog has both (a measured matmul rate and a measured copy bandwidth)."""
-    from ..dtypes import canonical
-    from ..catalogs.hardware import get
+    from ..catalogs.hardware import get  # deferred: the hardware catalog imports numpy at its top
 
     acc, p = get(accelerator), canonical(precision)
     rows = [("datasheet roofs", cost.flops / acc.peak(p), cost.bytes / acc.memory_bandwidth())]
@@ -322,8 +322,10 @@ class TimeBars:
     the lines. The bars are to scale with one another, the longest sum
     spanning the axes (a fixed axis without ticks: a time that grows a
     thousandfold as the slider moves keeps its bars readable, and the axes
-    stay put). ``artists`` are what :meth:`update` changes; everything else is
-    drawn once.
+    stay put). A row without times (:meth:`update` given None) draws no
+    bars, and :meth:`note` can say why in it, so that the rows stay put too
+    when a choice has no figures for one of them. ``artists`` are what
+    :meth:`update` changes; everything else is drawn once.
     """
 
     def __init__(self, ax, names, title=None):
@@ -355,19 +357,37 @@ class TimeBars:
             ax.set_title(title, fontsize=style.SIZE["label"])
         self.artists = [a for bars, *rest in self.rows for a in (*bars, *rest)]
 
+    def note(self, row: int, text: str):
+        """Write ``text`` in row ``row`` (0 at the top), where its bars would be: why it has no times."""
+        return self.ax.text(0.02, -4.5 * row - 0.5, text, va="center", fontsize=style.SIZE["small"],
+                            color=style.INK["faint"])
+
     def update(self, rows) -> None:
-        """Set the bars to ``rows``: (name, t_math_s, t_mem_s) per row, as :func:`time_bars` takes them."""
-        rows = [(float(a), float(b)) for _, a, b in rows]
+        """Set the bars to ``rows``: (name, t_math_s, t_mem_s) per row, as :func:`time_bars` takes them.
+
+        A row whose two times are None draws nothing (:meth:`note` says why).
+        """
+        rows = [None if a is None and b is None else (float(a), float(b)) for _, a, b in rows]
         if len(rows) != len(self.rows):
             raise InvalidValue(f"{len(rows)} rows for a TimeBars of {len(self.rows)}; give one per name.")
-        longest = max(a + b for a, b in rows) or 1.0
-        for (bars, low, high, low_text, high_text), (t_math, t_mem) in zip(self.rows, rows):
-            bars[0].set_width(t_math / longest)
-            bars[1].set_width(t_mem / longest)
-            lo, hi = max(t_math, t_mem), t_math + t_mem
-            low.set_xdata([lo / longest] * 2)
-            high.set_xdata([hi / longest] * 2)
-            low_text.set_x(lo / longest)
-            low_text.set_text(f"max {_duration(lo)}")
-            high_text.set_x(hi / longest)
-            high_text.set_text(f"sum {_duration(hi)}")
+        if all(row is None for row in rows):
+            raise InvalidValue("TimeBars needs the times of at least one row.")
+        longest = max(a + b for a, b in filter(None, rows)) or 1.0
+        for artists, times in zip(self.rows, rows):
+            for artist in (*artists[0], *artists[1:]):
+                artist.set_visible(times is not None)
+            if times is not None:
+                self._set_row(artists, *times, longest)
+
+    @staticmethod
+    def _set_row(artists, t_math: float, t_mem: float, longest: float) -> None:
+        bars, low, high, low_text, high_text = artists
+        bars[0].set_width(t_math / longest)
+        bars[1].set_width(t_mem / longest)
+        lo, hi = max(t_math, t_mem), t_math + t_mem
+        low.set_xdata([lo / longest] * 2)
+        high.set_xdata([hi / longest] * 2)
+        low_text.set_x(lo / longest)
+        low_text.set_text(f"max {_duration(lo)}")
+        high_text.set_x(hi / longest)
+        high_text.set_text(f"sum {_duration(hi)}")

@@ -43,7 +43,7 @@ BANDS = ((90, "essentially optimal"), (70, "very strong"), (50, "common"), (30, 
 def _axes(ax, size):
     if ax is not None:
         return ax
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     return Figure(figsize=size, layout="constrained").add_subplot()
 
@@ -152,8 +152,8 @@ def flash_tiles(tiles=6, causal=True, row_tile=3, scores_per_block=6, seed=0, sc
     ``scores`` is that row (as many scores as the highlighted tile's blocks hold,
     ``scores_per_block`` each); without it, a random row drawn with ``seed``.
     """
-    from matplotlib.figure import Figure
-    from matplotlib.patches import FancyArrowPatch, Rectangle
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
+    from matplotlib.patches import FancyArrowPatch, Rectangle  # deferred: matplotlib costs ~0.2 s at import
 
     if not (isinstance(tiles, int) and 2 <= tiles <= 12 and isinstance(row_tile, int) and 0 <= row_tile < tiles):
         raise InvalidValue(f"flash_tiles draws 2 to 12 tiles and highlights one of them; got tiles={tiles!r}, "
@@ -253,7 +253,7 @@ def amdahl(shares=(0.1, 0.3, 0.5, 0.9), mark=(0.1, 2), speedups=(1, 100), ax=Non
 
     ``mark`` = (p, s) puts a point on the curve of p at s.
     """
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # deferred: matplotlib costs ~0.2 s at import
 
     s = np.logspace(np.log10(speedups[0]), np.log10(speedups[1]), 101)
     ax = _axes(ax, (8, 4.5))

@@ -58,10 +58,10 @@ def place(ops, hw="h100", dtype="bf16", peak=None, bandwidth=None) -> dict:
     if not isinstance(ops, dict) or not ops:
         raise InvalidValue(f"place() needs the layer's ops as a non-empty dict {{name: cost}}; got {ops!r}.")
     if peak is not None or bandwidth is not None:
-        from dataclasses import replace
+        from dataclasses import replace  # cheap, no circle: may move to the top
 
-        from .. import dtypes
-        from ..units import positive
+        from .. import dtypes  # cheap, no circle: may move to the top
+        from ..units import positive  # cheap, no circle: may move to the top
 
         acc = hardware.get(hw)
         key = dtypes.canonical(dtype)
@@ -120,14 +120,14 @@ def _spread(kernels, near=6.0):
 
 def rooflines(panels, xlim=(0.01, 1e4), ylim=(1e10, 4e15), width=6.5, height=5):
     """Side-by-side rooflines, one per panel ``(hw, dtype, ops, title)``, each op a dot on its roof."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
     panels = list(panels)
     if not panels:
         raise InvalidValue("rooflines() needs at least one panel (hw, dtype, ops, title).")
     fig = Figure(figsize=(width * len(panels), height), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
     for ax, (hw, dtype, ops, title) in zip(axes, panels):
         roofline.plot(hw, dtype, kernels=_spread(dots(ops)), ax=ax, xlim=xlim, ylim=ylim, title=title)
@@ -139,7 +139,7 @@ def rooflines(panels, xlim=(0.01, 1e4), ylim=(1e10, 4e15), width=6.5, height=5):
 def time_bars(designs, title=None, unit="µs"):
     """One horizontal bar per design ({name: placed ops}), split into weight GEMMs, attention and the
     memory-bound glue, each part's time written on it and the total at the end."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
     if not designs:
         raise InvalidValue("time_bars() needs at least one design {name: placed ops}.")
@@ -178,8 +178,8 @@ def decode_rate(model, batch, context, hw="h100", dtype="bf16", skip=()) -> tupl
     time (``("attn",)``: as if the KV cache cost nothing to read). The memory is the
     model's weights and the cache the attention kernels read, layers x the ``attn`` bytes.
     """
-    from .. import dtypes
-    from ..catalogs import models
+    from .. import dtypes  # cheap, no circle: may move to the top
+    from ..catalogs import models  # cheap, no circle: may move to the top
 
     shape = models.get(model)
     ops = shape.layer_ops(batch, 1, context, dtype)
@@ -193,9 +193,9 @@ def decode_throughput(model, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), co
     """Tokens/s against the batch, one line per context; a hollow marker where the weights and the KV
     cache do not fit in ``hw``'s memory; dashed, the weights alone (no cache read); dotted, the batch at
     which a d x d weight GEMM turns compute-bound."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
-    from ..catalogs import models
+    from ..catalogs import models  # cheap, no circle: may move to the top
 
     shape, acc = models.get(model), hardware.get(hw)
     fig = Figure(figsize=(8.5, 4.6), layout="constrained")

@@ -43,7 +43,7 @@ def _decades(lo: float, hi: float) -> tuple[float, float]:
 
 def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), title=None):
     """The profile's roofline (roofs in ``precisions``), ``beside`` accelerators, and its kernels."""
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # deferred: matplotlib costs ~0.2 s at import
 
     shown = list(profile.kernels if kernels is None else kernels)
     acc = profile.accelerator()
@@ -52,7 +52,7 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
     xs = [k.intensity for k in shown] + ridges
     xlim = _decades(min(min(xs) / 3, min(ridges) / 100), max(max(xs) * 3, max(ridges) * 10))
     floor = min([B * xlim[0]] + [k.achieved_flops_per_s / 3 for k in shown])
-    from ..catalogs import hardware
+    from ..catalogs import hardware  # cheap, no circle: may move to the top
 
     top = max(max(hardware.get(a).peak_flops.values()) for a in beside) if beside else 0
     ylim = (_decades(floor, 1)[0], max(P, profile.peak_flops_per_s.get("fp64", 0), top) * 4)
@@ -91,7 +91,7 @@ def profile_plot(profile, beside=(), kernels=None, precisions=("fp32", "fp64"), 
             lines.append("On the flat roof: noise; no cache raises\nthe compute roof (see the checks).")
         handles.append(Line2D([], [], linestyle="none", label="\n".join(lines)))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=style.SIZE["small"])
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
     for axis in (ax.xaxis, ax.yaxis):  # every decade is labelled; unlabelled minor ticks cost half the drawing
         axis.set_minor_locator(NullLocator())
@@ -105,7 +105,7 @@ def _spread_labels(ax) -> None:
     Each label tries a few places around its dot, the first free one wins;
     labels are placed from the top of the plot down.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib costs ~0.2 s at import
 
     fig = ax.figure
     renderer = FigureCanvasAgg(fig).get_renderer()

@@ -57,7 +57,7 @@ class Curve:
 
     def result(self, collective: str, size: float):
         """The :class:`roofkit.comms.Collective` (or ``Hierarchical``) of ``collective`` on ``size`` bytes."""
-        from ..perf import comms
+        from ..perf import comms  # deferred: only the collectives' figure computes with comms (and its catalogs)
 
         if self.inter is None or self.nodes == 1:
             algorithm = self.algorithm if comms.canonical(collective) == "all-reduce" else (
@@ -69,20 +69,20 @@ class Curve:
 
     def times(self, collective: str, sizes):
         """Seconds at each size (the best protocol, and with 'auto' the best algorithm, at each)."""
-        import numpy as np
+        import numpy as np  # deferred: numpy costs ~0.1 s at import
 
         return np.array([self.result(collective, float(s)).time_s for s in np.asarray(sizes, dtype=float)])
 
     def latency_bound_below(self, collective: str, sizes) -> float:
         """The size below which the latency terms outweigh the transfer (the largest size where they do)."""
-        import numpy as np
+        import numpy as np  # deferred: numpy costs ~0.1 s at import
 
         sizes = np.asarray(sizes, dtype=float)
         bound = [s for s in sizes if self.result(collective, float(s)).latency_bound]
         return float(max(bound)) if bound else float(sizes.min()) / 2
 
     def title(self) -> str:
-        from ..catalogs import links
+        from ..catalogs import links  # deferred: only the link table and the collectives read the link catalog
 
         if self.label:
             return self.label
@@ -127,11 +127,11 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
     Left of its dot, S < S*, the α terms are the larger part of the time: the
     latency-bound region, drawn as a broad band under the line. Log-log axes, S in bytes.
     """
-    import numpy as np
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import EngFormatter, NullLocator
+    import numpy as np  # deferred: numpy costs ~0.1 s at import
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
+    from matplotlib.ticker import EngFormatter, NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
-    from ..perf import comms
+    from ..perf import comms  # deferred: only the collectives' figure computes with comms (and its catalogs)
 
     name = comms.canonical(collective)
     chosen = [_curve(c) for c in curves]
@@ -200,7 +200,7 @@ def _finish(ax, title: str, ncols: int, pad: int):
 
 
 def _bars_axes(n: int, ax):
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     if ax is None:
         ax = Figure(figsize=(9, 1.2 + 0.55 * n), layout="constrained").add_subplot()
@@ -233,7 +233,7 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
     ax.set_yticks(list(rows), names, fontsize=style.SIZE["small"])
     ax.set_xlim(0, end * 1.22)
     if share:
-        from matplotlib.ticker import PercentFormatter
+        from matplotlib.ticker import PercentFormatter  # deferred: matplotlib costs ~0.2 s at import
 
         ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.xaxis.set_major_formatter(PercentFormatter(1.0))
@@ -270,7 +270,7 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     capacity = chosen[0].memory_capacity_bytes
     end = max(left + [e for _, e in marked] + ([capacity / 1e9] if capacity else []))
     if capacity:
-        from ..catalogs import hardware
+        from ..catalogs import hardware  # deferred: the hardware catalog imports numpy at its top
 
         acc = hardware.get(chosen[0].accelerator)
         style.limit_line(ax, capacity / 1e9, acc.name.removeprefix(acc.vendor + " "), y=len(chosen) - 0.45,
@@ -308,7 +308,7 @@ def plan_table(plans, labels=None) -> str:
 
 def link_table(keys=None) -> str:
     """Links as their sources quote them, and the bandwidth per direction for one GPU that roofkit uses."""
-    from ..catalogs import links
+    from ..catalogs import links  # deferred: only the link table and the collectives read the link catalog
 
     rows = links.table(keys)
     width = max(len(r["name"]) for r in rows)
@@ -342,8 +342,8 @@ def published_plot(rows, ax=None, title=None):
     On the diagonal a prediction is exact; the band is within 1.2x. A bound must
     lie on or below the diagonal (no run is faster than its bound).
     """
-    import numpy as np
-    from matplotlib.figure import Figure
+    import numpy as np  # deferred: numpy costs ~0.1 s at import
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     if not rows:
         raise InvalidValue("published_plot needs at least one run (roofkit.parallel.published.compare).")
@@ -363,7 +363,7 @@ def published_plot(rows, ax=None, title=None):
                    edgecolors=colour, s=30, lw=1, gid=f"bound-{which}", label=f"bound, {which} runs")
         ax.scatter(x, [r["calibrated_ratio"] * r["published_s"] for r in chosen], marker="o", color=colour, s=22,
                    gid=f"calibrated-{which}", label=f"calibrated, {which} runs")
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -383,56 +383,68 @@ def published_plot(rows, ax=None, title=None):
 class PlanBars:
     """:func:`memory_plot` and :func:`step_plot` of one plan, for a figure that follows sliders.
 
-    Drawn once on fixed axes, then moved in place by :meth:`update`: memory per
-    GPU in GB up to twice ``capacity_bytes`` (a plan that needs more runs off
-    the right edge, its total written at the end), and the step as shares of
-    itself (compute, exposed communication, bubble: 0 to 100%) with its length
-    and the MFU written beside it, so that the axes stay put whatever the
-    layout. ``artists`` are what :meth:`update` changes; axes, legends,
-    titles and the capacity label are drawn once.
+    Drawn once on fixed axes, then moved in place by :meth:`update`: memory
+    per GPU as a share of the accelerator's memory, 0 to 200% (a plan that
+    needs more runs off the right edge; its total is written in GB at the
+    end), and the step as shares of itself (compute, exposed communication,
+    bubble: 0 to 100%) with its length and the MFU written beside it, so that
+    the axes stay put whatever the layout and the accelerator.
+    :meth:`label` writes the accelerator's name and memory beside its line (a
+    figure that keeps its axes draws it once per accelerator). ``artists`` are
+    what :meth:`update` changes; axes, legends and titles are drawn once.
     """
 
-    def __init__(self, memory_ax, step_ax, capacity_bytes: float | None, accelerator: str = ""):
-        from matplotlib.ticker import PercentFormatter
+    END = 2.0  # the memory axis runs to twice the accelerator's memory
 
-        self.capacity = capacity_bytes / 1e9 if capacity_bytes else None
+    def __init__(self, memory_ax, step_ax, capacity_bytes: float | None = None, accelerator: str = ""):
+        from matplotlib.ticker import PercentFormatter  # deferred: matplotlib costs ~0.2 s at import
+
         self.memory = [memory_ax.barh([0], [0.0], color=colour, edgecolor="white", height=0.6, label=label,
                                       gid=key)[0] for key, label, colour in MEMORY_PARTS]
-        self.artists = list(self.memory)
-        end = 2 * self.capacity if self.capacity else 1.0
-        if self.capacity:
-            # drawn over the bars, as memory_plot draws it
-            self.artists.append(style.limit_line(memory_ax, self.capacity, accelerator, gid="capacity")[0])
+        # the accelerator's memory, drawn over the bars, as memory_plot draws it
+        self.artists = [*self.memory, style.limit_mark(memory_ax, 1.0, gid="capacity")]
         self.total = memory_ax.text(0, 0, "", va="center", fontsize=style.SIZE["small"],
                                     bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
         memory_ax.set_yticks([0], [""])
-        memory_ax.set_xlim(0, end)
+        memory_ax.set_xlim(0, self.END)
         memory_ax.set_ylim(-0.6, 0.9)
-        memory_ax.set_xlabel("memory per GPU (GB)")
-        _finish(memory_ax, "memory per GPU", ncols=2, pad=34)
+        memory_ax.set_xticks([0, 0.5, 1.0, 1.5, 2.0])
+        memory_ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        memory_ax.set_xlabel("memory per GPU (share of the accelerator's)")
+        _finish(memory_ax, "memory per GPU", ncols=3, pad=34)
         self.step = [step_ax.barh([0], [0.0], color=colour, hatch=hatch, edgecolor="white", height=0.6, label=label,
                                   gid=attribute)[0] for attribute, label, colour, hatch in STEP_PARTS]
         self.step_text = step_ax.text(1.01, 0, "", va="center", fontsize=style.SIZE["small"])
         step_ax.set_yticks([0], [""])
-        step_ax.set_xlim(0, 1.3)
+        step_ax.set_xlim(0, 1.45)  # room for "MFU 86%, 2.36 s" right of the bar
         step_ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         step_ax.xaxis.set_major_formatter(PercentFormatter(1.0))
         step_ax.set_xlabel("share of the step")
-        _finish(step_ax, "where a step's time goes", ncols=3, pad=22)
+        _finish(step_ax, "where a step's time goes", ncols=2, pad=34)
         self.artists += [*self.step, self.total, self.step_text]
-        self.memory_ax, self.step_ax, self.end = memory_ax, step_ax, end
+        self.memory_ax, self.step_ax = memory_ax, step_ax
+        if capacity_bytes:
+            self.label(capacity_bytes, accelerator)
+
+    def label(self, capacity_bytes: float, accelerator: str = ""):
+        """Write ``accelerator`` and its memory, ``capacity_bytes``, beside the line at 100%."""
+        name = f"{accelerator}: " if accelerator else ""
+        return style.limit_label(self.memory_ax, 1.0, f"{name}{style.gb(capacity_bytes)}", y=0.55)
 
     def update(self, plan) -> None:
-        left = 0.0
+        if not plan.memory_capacity_bytes:
+            raise InvalidValue("PlanBars draws memory as a share of the accelerator's; this plan's has none.")
+        capacity, left = plan.memory_capacity_bytes / 1e9, 0.0
         for bar, (key, *_) in zip(self.memory, MEMORY_PARTS):
-            bar.set_x(left)
-            bar.set_width(plan.memory.get(key, 0.0) / 1e9)
+            bar.set_x(left / capacity)
+            bar.set_width(plan.memory.get(key, 0.0) / 1e9 / capacity)
             left += plan.memory.get(key, 0.0) / 1e9
         verdict = "" if plan.fits is None else (" fits" if plan.fits else " does not fit")
-        self.total.set_text(f"{left:.3g} GB{verdict}")
+        self.total.set_text(f"{style.gb(left * 1e9)}{verdict}")
         self.total.set_color(style.LIMIT if plan.fits is False else "black")
-        inside = left + self.end * 0.01 < self.end * 0.8
-        self.total.set_x(left + self.end * 0.01 if inside else self.end * 0.99)
+        share = left / capacity
+        inside = share + self.END * 0.01 < self.END * 0.8
+        self.total.set_x(share + self.END * 0.01 if inside else self.END * 0.99)
         self.total.set_horizontalalignment("left" if inside else "right")
         start = 0.0
         for bar, (attribute, *_) in zip(self.step, STEP_PARTS):

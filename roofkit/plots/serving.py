@@ -10,14 +10,20 @@ frontier, and roofkit's figures against published ones.
 matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
 ``fig``). The explorer of :mod:`roofkit.explore.serving` draws both, one above
 the other, as :class:`MemoryBar` and :class:`BatchCurve`: the same pictures on
-fixed axes, drawn once and then moved in place by ``update`` as its sliders move.
+fixed axes, drawn once and then moved in place by ``update`` as its sliders move
+(the memory as a share of one GPU's, the curves' scales drawn as artists of
+their own, once per model, accelerator, count and precisions).
 """
 
 from __future__ import annotations
 
+import math
+
+from ..catalogs import hardware, models
 from ..errors import InvalidValue
 from ..units import whole
 from ..perf.inference import latency, memory
+from ..perf.inference.workload import steady_state
 from . import style
 
 __all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES", "frontier",
@@ -72,9 +78,8 @@ def draw_batch(ax, sweep: dict, title: str | None = None) -> None:
 def plot_batch(model, hw, gpus=1, context=8192, batches=BATCHES, dtype="bf16", weights_dtype=None, kv_dtype=None,
                calibrated=False, title=None):
     """A figure of :func:`draw_batch` for one model, accelerator and context."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
-    from ..catalogs import hardware, models
 
     sweep = batch_sweep(model, hw, gpus, context, batches, dtype, weights_dtype, kv_dtype, calibrated)
     fig = Figure(figsize=(8.5, 4.2))  # fixed margins: a constrained layout doubles the time to draw
@@ -115,7 +120,7 @@ def draw_memory(ax, plan: memory.MemoryPlan) -> None:
 
 def plot_memory(plan: memory.MemoryPlan):
     """A figure of :func:`draw_memory`."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     fig = Figure(figsize=(8.5, 2.2), layout="constrained")
     draw_memory(fig.add_subplot(), plan)
@@ -130,7 +135,6 @@ def frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batc
     Per user is 1 / TPOT (tokens/s one request sees), per GPU the throughput over the GPUs:
     what a token costs. The largest batch that fits ends each curve.
     """
-    from ..perf.inference.workload import steady_state
 
     points = []
     for n in gpu_counts:
@@ -149,9 +153,8 @@ def frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batc
 def plot_frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS, batches=BATCHES, dtype="bf16",
                   weights_dtype=None, kv_dtype=None, calibrated=False, title=None):
     """Tokens/s per GPU against tokens/s per user, one curve per GPU count, the batch growing along each."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
-    from ..catalogs import hardware, models
 
     points = frontier(model, hw, input_tokens, output_tokens, gpu_counts, batches, dtype, weights_dtype, kv_dtype,
                       calibrated)
@@ -183,7 +186,7 @@ def plot_published(rows, title=None):
     """Predicted against published for rows of :func:`roofkit.inference.published.compare`: the bound and the
     calibrated estimate, as a speed ratio per row (above 1: the prediction is faster than the engine was; for a
     time to first token, the published time over the predicted one)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     height = 1.0 + 0.32 * len(rows)
     fig = Figure(figsize=(8.5, height))
@@ -222,92 +225,110 @@ def _label(row) -> str:
 
 
 class MemoryBar:
-    """:func:`draw_memory` on a fixed axis, for a figure that follows a slider: :meth:`update` moves it in place.
+    """:func:`draw_memory` on a fixed axis, for a figure that follows the controls: :meth:`update` moves it in place.
 
-    ``plan`` sets what stays put as the batch and the context move: the axis,
-    which runs to 1.15 x one GPU's memory whatever a plan needs (a batch that
-    does not fit runs off the right edge, and the figure written at the end of
-    the bar says how much it needs), and the legend with the reserve and the
-    weights per GPU (``key``: a plan whose reserve or weights differ needs a
-    new MemoryBar). ``artists`` are what :meth:`update` changes (the four
-    parts and the total) and the capacity line, drawn over them.
+    The axis is the share of one GPU's memory, 0 to 130%, whatever the
+    model, the accelerator, the GPU count and the precisions, so that it is
+    drawn once, with its legend and its title: a batch that does not fit runs
+    off the right edge, and the figure written beside the bar says how much it
+    needs, in GB. What those choices change is written by :meth:`labels` (a
+    figure that keeps its axes draws it once per choice), on the right of the
+    title: the GPU's memory, the reserve and the weights per GPU in GB. ``artists`` are what
+    :meth:`update` changes (the four parts and the total) and the capacity
+    line at 100%, drawn over them.
     """
 
-    def __init__(self, ax, plan: memory.MemoryPlan, title: str | None = "one GPU's memory"):
-        g = plan.per_gpu
-        self.capacity = g["capacity_bytes"] / 1e9
-        self.ax, self.key = ax, self.key_of(plan)
-        fixed = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9}
-        self.parts = [ax.barh(0, 0.0, height=0.6, color=colour,
-                              label=f"{name}: {fixed[name]:.3g} GB" if name in fixed else name)[0]
-                      for name, colour in _PARTS]
-        capacity_line, _ = style.limit_line(ax, self.capacity, f"{self.capacity:.3g} GB per GPU", y=-0.72, ymax=0.66,
-                                            lw=2, ls="-")  # below the legend
-        ax.set_xlim(0, self.capacity * 1.15)
+    END = 1.3  # the axis runs to 130% of the GPU's memory: room for "needs 1,398 GB" right of the line
+
+    def __init__(self, ax, plan: memory.MemoryPlan | None = None, title: str = "one GPU's memory"):
+        from matplotlib.ticker import PercentFormatter  # deferred: matplotlib costs ~0.2 s at import
+
+        self.ax = ax
+        self.parts = [ax.barh(0, 0.0, height=0.6, color=colour, label=name)[0] for name, colour in _PARTS]
+        capacity_line = style.limit_mark(ax, 1.0, ymax=0.66, lw=2, ls="-")  # below the legend
+        ax.set_xlim(0, self.END)
         ax.set_ylim(-0.75, 0.85)
         ax.set_yticks([])
-        ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")
+        ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_xlabel("share of one GPU's memory (1 GB = 10^9 bytes)")
         ax.legend(loc="upper left", ncol=4, fontsize=style.SIZE["small"], frameon=False, bbox_to_anchor=(0, 1.02))
-        if title:
-            ax.set_title(title, fontsize=style.SIZE["label"])
+        ax.set_title(title, loc="left", fontsize=style.SIZE["label"])
         self.total = ax.text(0, 0, "", fontsize=style.SIZE["small"], va="center", zorder=6,
                              bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
         self.artists = [*self.parts, capacity_line, self.total]  # the line over the bar, as draw_memory draws it
+        if plan is not None:
+            self.labels(plan)
 
     @staticmethod
     def key_of(plan: memory.MemoryPlan) -> tuple:
+        """What :meth:`labels` writes depends on: the GPU's memory, the reserve and the weights per GPU."""
         g = plan.per_gpu
         return g["capacity_bytes"], g["reserve_bytes"], g["weights_bytes"]
 
-    def update(self, plan: memory.MemoryPlan) -> None:
-        if self.key_of(plan) != self.key:
-            raise InvalidValue("this MemoryBar was drawn for another reserve or other weights; draw a new one.")
+    def labels(self, plan: memory.MemoryPlan) -> None:
+        """Write what ``plan``'s GPU, reserve and weights are, in GB, on the right of the title."""
         g = plan.per_gpu
-        widths = {"reserve": g["reserve_bytes"] / 1e9, "weights": g["weights_bytes"] / 1e9,
-                  "KV cache": g["kv_bytes"] / 1e9}
-        widths["free"] = max(0.0, self.capacity - sum(widths.values()))
+        gb = {name: style.gb(g[name + "_bytes"]) for name in ("capacity", "reserve", "weights")}
+        self.ax.set_title(f"{gb['capacity']} per GPU: reserve {gb['reserve']}, weights {gb['weights']}", loc="right",
+                          fontsize=style.SIZE["small"])
+
+    def update(self, plan: memory.MemoryPlan) -> None:
+        g = plan.per_gpu
+        capacity = g["capacity_bytes"]
+        widths = {"reserve": g["reserve_bytes"] / capacity, "weights": g["weights_bytes"] / capacity,
+                  "KV cache": g["kv_bytes"] / capacity}
+        widths["free"] = max(0.0, 1.0 - sum(widths.values()))
         left = 0.0
         for bar, (name, _) in zip(self.parts, _PARTS):
             bar.set_x(left)
             bar.set_width(widths[name])
             left += widths[name] if name != "free" else 0.0
-        end = self.capacity * 1.15
-        amount = f"{left:,.0f} GB" if left >= 100 else f"{left:.3g} GB"
-        fits = left <= self.capacity
+        amount, fits = style.gb(left * capacity), left <= 1.0
         self.total.set_text(f"{amount} in use" if fits else f"needs {amount}")
-        self.total.set_x(left + end * 0.01 if fits else end * 0.99)  # beside the bar, or at the edge it runs off
-        self.total.set_horizontalalignment("left" if fits else "right")
+        self.total.set_x((left if fits else 1.0) + self.END * 0.01)  # beside the bar, or right of the line it crosses
         self.total.set_color("0.1" if fits else style.LIMIT)
 
 
 class BatchCurve:
-    """:func:`draw_batch` on fixed axes, for a figure that follows a slider: :meth:`update` moves it in place.
+    """:func:`draw_batch` on fixed axes, for a figure that follows the controls: :meth:`update` moves it in place.
 
-    ``tpot_range`` and ``rate_range`` (seconds, tokens/s) fix the two log axes,
-    so a sweep at another context moves the curves, not the axes; ``marked``
-    is a batch drawn as a green band (the explorer's chosen batch). ``artists``
-    are what :meth:`update` changes; the axes, their labels and grid are drawn once.
+    ``tpot_range`` and ``rate_range`` (seconds, tokens/s) set the two log
+    axes' limits (:meth:`set_ranges`), so a sweep at another context moves the
+    curves, not the axes; ``marked`` is a batch drawn as a green band (the
+    explorer's chosen batch). The two y axes' ticks, their labels and the
+    grid along them are artists of their own, drawn by :meth:`scales` for the
+    ranges set: a figure whose ranges change with a choice (the model, the
+    GPUs) draws them once per choice instead of redrawing the axes, whose
+    tick labels, frame, x axis and titles are drawn once. ``artists`` are what
+    :meth:`update` changes.
     """
 
-    def __init__(self, ax, tpot_range, rate_range, title: str | None = None):
+    LABEL_OFFSET = 0.085  # the y axes' labels, this share of the axes' width outside them: clear of any tick label
+
+    def __init__(self, ax, tpot_range=None, rate_range=None, title: str | None = None):
+        from matplotlib.ticker import NullLocator  # deferred: matplotlib costs ~0.2 s at import
+
         self.ax, right = ax, ax.twinx()
-        self.curves = []
-        for axis, (lo, hi), colour, label in ((ax, [t * 1e3 for t in tpot_range], style.PALETTE["blue"],
-                                               "time per output token (ms)"),
-                                              (right, rate_range, style.PALETTE["red"], "tokens/s (the whole batch)")):
+        self.axes, self.curves = (ax, right), []
+        for axis, colour, label in ((ax, style.PALETTE["blue"], "time per output token (ms)"),
+                                    (right, style.PALETTE["red"], "tokens/s (the whole batch)")):
             line = axis.plot([], [], color=colour, label=label)[0]
             full = axis.plot([], [], ls="none", marker="o", ms=6, color=colour, zorder=3)[0]
             hollow = axis.plot([], [], ls="none", marker="o", ms=6, mfc="white", mec=colour, zorder=3)[0]
             axis.set_yscale("log")
-            axis.set_ylim(lo / 1.25, hi * 1.25)
+            axis.yaxis.set_major_locator(NullLocator())  # drawn by scales()
+            axis.yaxis.set_minor_locator(NullLocator())
             axis.set_ylabel(label, color=colour)
             self.curves.append((line, full, hollow))
+        ax.yaxis.set_label_coords(-self.LABEL_OFFSET, 0.5)
+        right.yaxis.set_label_coords(1 + self.LABEL_OFFSET, 0.5)
         self.limit = ax.axvline(1, color="0.3", ls="--")
         self.limit_text = ax.annotate("", (1, 0.03), xycoords=("data", "axes fraction"), xytext=(6, 0),
                                       textcoords="offset points", ha="left", va="bottom", fontsize=style.SIZE["small"],
                                       color="0.3")
         self.no_fit = ax.text(0.5, 0.5, "the weights alone do not fit", transform=ax.transAxes, ha="center",
-                              color="0.3")
+                              color="0.3", bbox=style.LABEL_BOX)
         self.band = ax.axvline(1, color=style.PALETTE["green"], lw=6, alpha=0.25)
         self.band_text = ax.annotate("", (1, 0.97), xycoords=("data", "axes fraction"), xytext=(5, 0),
                                      textcoords="offset points", va="top", fontsize=style.SIZE["small"],
@@ -316,11 +337,29 @@ class BatchCurve:
         ax.set_xlim(BATCHES[0] / 1.4, BATCHES[-1] * 1.4)
         ax.xaxis.set_major_formatter("{x:g}")
         ax.set_xlabel("batch (sequences decoded together; hollow: does not fit in memory)")
-        ax.grid(True, color=style.GRID)
+        ax.grid(True, axis="x", color=style.GRID)
         if title:
             ax.set_title(title, fontsize=style.SIZE["label"])
         self.artists = [a for trio in self.curves for a in trio] + [self.limit, self.limit_text, self.no_fit,
                                                                     self.band, self.band_text]
+        if tpot_range is not None and rate_range is not None:
+            self.set_ranges(tpot_range, rate_range)
+            self.scales()
+
+    def set_ranges(self, tpot_range, rate_range) -> None:
+        """Fix the two y axes over ``tpot_range`` (seconds) and ``rate_range`` (tokens/s), with a margin."""
+        for axis, (lo, hi) in zip(self.axes, ([t * 1e3 for t in tpot_range], rate_range)):
+            axis.set_ylim(lo / 1.25, hi * 1.25)
+
+    def scales(self) -> list:
+        """The y axes' ticks, tick labels and (left) grid for the ranges set, as new artists."""
+        left, right = self.axes
+        return _log_scale(left, "left", grid=True) + _log_scale(right, "right", grid=False)
+
+    def hide(self) -> None:
+        """Draw nothing (a model whose latency roofkit does not model)."""
+        for artist in self.artists:
+            artist.set_visible(False)
 
     def update(self, sweep: dict, marked: int | None = None) -> None:
         x, fits = sweep["batch"], sweep["fits"]
@@ -328,6 +367,8 @@ class BatchCurve:
             line.set_data(x, y)
             full.set_data([a for a, ok in zip(x, fits) if ok], [b for b, ok in zip(y, fits) if ok])
             hollow.set_data([a for a, ok in zip(x, fits) if not ok], [b for b, ok in zip(y, fits) if not ok])
+            for artist in (line, full, hollow):
+                artist.set_visible(True)
         limit = sweep["max_batch"]
         for artist in (self.limit, self.limit_text):
             artist.set_visible(limit >= 1)
@@ -342,3 +383,37 @@ class BatchCurve:
             self.band.set_xdata([marked, marked])
             self.band_text.xy = (marked, 0.97)
             self.band_text.set_text(f"batch {marked}")
+
+
+def _log_scale(ax, side: str, grid: bool) -> list:
+    """Ticks (decades, with minor ticks between), their labels (as a log axis writes them) and, with ``grid``,
+    grid lines at the labelled ticks, for ``ax``'s y limits on its ``side`` ("left" or "right"): a handful of artists,
+    drawn a hundred times faster than a log axis lays out its ticks."""
+    import matplotlib as mpl  # deferred: matplotlib costs ~0.2 s at import
+    from matplotlib import markers  # deferred: matplotlib costs ~0.2 s at import
+    from matplotlib.ticker import LogFormatterSciNotation  # deferred: matplotlib costs ~0.2 s at import
+    from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # deferred: matplotlib, ~0.2 s
+
+    lo, hi = ax.get_ylim()
+    decades = [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    for labelled in ((1,), (1, 2, 5), range(1, 10)):  # decades; on a short range, 2 and 5 or every digit too
+        major = [m * y for y in decades for m in labelled if lo <= m * y <= hi]
+        if len(major) >= 2:
+            break
+    minor = [m * y for y in decades for m in range(2, 10) if lo <= m * y <= hi and m * y not in major]
+    x, outward = (0.0, markers.TICKLEFT) if side == "left" else (1.0, markers.TICKRIGHT)
+    on_edge = blended_transform_factory(ax.transAxes, ax.transData)
+    rc, drawn = mpl.rcParams, []
+    for ys, size, width in ((major, rc["ytick.major.size"], rc["ytick.major.width"]),
+                            (minor, rc["ytick.minor.size"], rc["ytick.minor.width"])):
+        drawn += ax.plot([x] * len(ys), ys, ls="none", marker=outward, ms=size, mew=width, color=rc["ytick.color"],
+                         transform=on_edge, clip_on=False)
+    if grid and major:
+        drawn += ax.plot([v for _ in major for v in (0, 1, math.nan)], [v for y in major for v in (y, y, y)],
+                         color=style.GRID, lw=rc["grid.linewidth"], transform=on_edge, zorder=0.5)
+    formatter = LogFormatterSciNotation(labelOnlyBase=False)
+    gap = (rc["ytick.major.size"] + rc["ytick.major.pad"]) / 72 * (-1 if side == "left" else 1)
+    beside = on_edge + ScaledTranslation(gap, 0, ax.figure.dpi_scale_trans)
+    drawn += [ax.text(x, y, formatter(y), transform=beside, ha="right" if side == "left" else "left",
+                      va="center_baseline", fontsize=rc["ytick.labelsize"], clip_on=False) for y in major]
+    return drawn

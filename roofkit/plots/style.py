@@ -14,7 +14,7 @@ importing it costs nothing.
 from __future__ import annotations
 
 __all__ = ["SIZE", "PALETTE", "CYCLE", "ACCELERATORS", "PRECISION_LINES", "BOUND", "PARTS", "TINT", "ON_CHIP", "LIMIT", "MEASURED", "INK", "GRID", "HTML",
-           "LABEL_BOX", "limit_line"]
+           "LABEL_BOX", "gb", "limit_line", "limit_mark", "limit_label"]
 
 # font sizes (points): crowded labels, legends and notes beside a mark, asides in a diagram, text on a figure, axis labels,
 # titles, a diagram's headings
@@ -59,12 +59,30 @@ HTML = {"error": "#b00", "ok": "#2a7", "warning": "#b60", "muted": "#555", **BOU
 LABEL_BOX = {"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"}
 
 
+def gb(size_bytes: float) -> str:
+    """A size as the figures write it: 85.5e9 -> '85.5 GB', 1.398e12 -> '1,398 GB' (whole GB from 100 GB).
+
+        >>> gb(85.5e9), gb(1.398e12)
+        ('85.5 GB', '1,398 GB')
+    """
+    figure = size_bytes / 1e9
+    return f"{figure:,.0f} GB" if figure >= 100 else f"{figure:.3g} GB"
+
+
 def limit_line(ax, x, text, y=0.55, ymax=1.0, colour=LIMIT, **line):
     """A vertical limit at ``x`` with ``text`` just right of it, at ``y`` in data units: (line, text).
 
     The label starts one space after the line, small, in the line's colour, so that every figure marks a
     capacity or a ceiling the same way.
     """
-    drawn = ax.axvline(x, ymax=ymax, color=colour, **({"lw": 1.2, "ls": "--"} | line))
-    label = ax.text(x, y, f" {text}", color=colour, fontsize=SIZE["small"], va="bottom")
-    return drawn, label
+    return limit_mark(ax, x, ymax, colour, **line), limit_label(ax, x, text, y, colour)
+
+
+def limit_mark(ax, x, ymax=1.0, colour=LIMIT, **line):
+    """The line of :func:`limit_line` alone, for a figure that draws its label per choice (an explorer's)."""
+    return ax.axvline(x, ymax=ymax, color=colour, **({"lw": 1.2, "ls": "--"} | line))
+
+
+def limit_label(ax, x, text, y=0.55, colour=LIMIT):
+    """The label of :func:`limit_line` alone, for a figure that draws the line once and its label per choice."""
+    return ax.text(x, y, f" {text}", color=colour, fontsize=SIZE["small"], va="bottom")

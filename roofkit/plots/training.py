@@ -46,7 +46,7 @@ def _short(accelerator) -> str:
 def _axes(ax, size):
     if ax is not None:
         return ax
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
     return Figure(figsize=size, layout="constrained").add_subplot()
 
@@ -160,7 +160,7 @@ def attention_undercount(shapes, seq_range=(1024, 2**20), marks=(8192, 131_072),
     dimension (PaLM's appendix B writes Q for d_h and T for the sequence length s). ``causal=True`` counts only the scores under the causal mask
     (:func:`roofkit.training.flops_per_token`). Vertical lines at ``marks``.
     """
-    from matplotlib.ticker import FixedLocator, NullLocator
+    from matplotlib.ticker import FixedLocator, NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
     seq = np.logspace(np.log10(seq_range[0]), np.log10(seq_range[1]), 200)
     ax = _axes(ax, (8, 4))

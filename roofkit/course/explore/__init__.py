@@ -16,30 +16,30 @@ __all__ = ["roofline_explorer", "format_explorer", "training_calculator", "paral
 
 
 def roofline_explorer(*args, **kwargs):
-    from .roofline import roofline_explorer as explorer
+    from .roofline import roofline_explorer as explorer  # deferred: an explorer imports ipywidgets and matplotlib
 
     return explorer(*args, **kwargs)
 
 
 def format_explorer(*args, **kwargs):
-    from .formats import format_explorer as explorer
+    from .formats import format_explorer as explorer  # deferred: an explorer imports ipywidgets and matplotlib
 
     return explorer(*args, **kwargs)
 
 
 def training_calculator(*args, **kwargs):
-    from .training import training_calculator as explorer
+    from .training import training_calculator as explorer  # deferred: an explorer imports ipywidgets and matplotlib
 
     return explorer(*args, **kwargs)
 
 
 def parallel_explorer(*args, **kwargs):
-    from .parallel import parallel_explorer as explorer
+    from .parallel import parallel_explorer as explorer  # deferred: an explorer imports ipywidgets and matplotlib
 
     return explorer(*args, **kwargs)
 
 
 def serving_explorer(*args, **kwargs):
-    from .serving import serving_explorer as explorer
+    from .serving import serving_explorer as explorer  # deferred: an explorer imports ipywidgets and matplotlib
 
     return explorer(*args, **kwargs)

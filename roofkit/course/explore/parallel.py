@@ -11,8 +11,9 @@ DP = GPUs / (TP x PP) (it follows the other sliders), memory per GPU against
 the accelerator's, the step time split into compute, exposed communication and
 pipeline bubble, and the MFU. A label (CSS class ``roofkit-plan``) holds the
 numbers; an image in a Box (CSS class ``roofkit-parallel-plot``) the two bars
-(:class:`roofkit.plots_parallel.PlanBars`: memory per GPU, and the step's parts
-as shares of it), moved in place as the sliders move.
+(:class:`roofkit.plots_parallel.PlanBars`: memory per GPU as a share of the
+accelerator's, and the step's parts as shares of it), moved in place as the
+controls change; another accelerator writes only its name and memory.
 
 A layout roofkit cannot plan (TP x PP larger than the GPU count, a batch too
 small for DP, more stages than layers) shows roofkit's error message in place
@@ -35,6 +36,7 @@ from ._box import FigureBox, LiveFigure, Scene, cached
 from ...catalogs import hardware, links, models
 from ...perf import parallel
 from ...errors import InvalidValue, RoofkitError
+from ...plots import parallel as plots_parallel
 from ...plots import style
 
 __all__ = ["parallel_explorer", "build_explorer", "explorer_state", "summary", "ParallelExplorer", "GPU_COUNTS",
@@ -55,8 +57,10 @@ def _tokens(n: float) -> str:
 
 
 def _accelerators() -> list:
-    """The accelerators whose links roofkit knows, with a domain (an NVSwitch node or a pod) to build on."""
-    return [a for a in hardware.catalog() if any(x.gpus is not None for x in links.for_accelerator(a))]
+    """The accelerators whose links roofkit knows, with a domain (an NVSwitch node or a pod) to build on,
+    and whose memory it knows (the figure draws memory as a share of it)."""
+    return [a for a in hardware.catalog()
+            if a.capacity_bytes and any(x.gpus is not None for x in links.for_accelerator(a))]
 
 
 def explorer_state(model="llama-3-70b", hw="h100", gpus=1024, tp=8, pp=4, zero=1, global_batch_tokens=4 * 2**20,
@@ -137,33 +141,35 @@ def _html(state: dict) -> str:
 
 
 class _Figure(Scene):
-    """Memory per GPU and the step's parts as two bars, moved in place as the sliders move.
+    """Memory per GPU and the step's parts as two bars, moved in place as the controls change.
 
-    What is drawn once: the axes, the legends and the accelerator's memory
-    (redrawn when the accelerator changes). What a change moves: the bars and
-    the figures written beside them, or a line saying that a layout cannot
-    be planned (roofkit's message is in the label).
+    What is drawn once: the axes (memory as a share of the accelerator's,
+    whatever the accelerator), the legends and the titles. What the
+    accelerator changes (the key layer): its name and memory beside the line
+    at 100%. What a change moves: the bars and the figures written beside
+    them, or a line saying that a layout cannot be planned (roofkit's message
+    is in the label).
     """
 
     def __init__(self, state: dict):
-        super().__init__(state, figsize=(9, 2.6))
+        super().__init__(state, figsize=(9, 2.8))
 
     def key(self, state: dict) -> str:
         return state["accelerator"]
 
     def build(self, live: LiveFigure) -> None:
-        from ...plots import parallel as plots_parallel
-
-        state = self.state
-        acc = hardware.get(state["accelerator"])
         left, right = live.fig.subplots(1, 2)
-        self.bars = plots_parallel.PlanBars(left, right, acc.capacity_bytes, _short(acc))
+        self.bars = plots_parallel.PlanBars(left, right)
         live.animate(*self.bars.artists)
         # roofkit's message is in the label above; the figure says only that there is nothing to draw
         self.message = live.animate(live.fig.text(0.5, 0.5, "cannot plan this layout: see the message above",
                                                   ha="center", va="center", fontsize=style.SIZE["text"],
                                                   color=style.HTML["error"],
                                                   bbox=dict(fc="white", ec="none", pad=8)))
+
+    def layer(self, state: dict) -> None:
+        acc = hardware.get(state["accelerator"])
+        self.bars.label(acc.capacity_bytes, _short(acc))
 
     def move(self, state: dict) -> None:
         failed = "error" in state

@@ -12,8 +12,9 @@ the roofline with the kernel on it, and beside it the bars of T_math and T_mem
 catalog has both achievable figures, at the achievable roofs. The slider
 follows the hand: every step recomputes through
 :func:`roofkit.roofline.analyze` and moves the dot and the bars in place
-(:class:`~roofkit.explore._box.LiveFigure`; the roofs are redrawn only when the
-accelerator or the precision changes)::
+(:class:`~roofkit.explore._box.LiveFigure`). The axes are fixed over every
+accelerator and precision of the catalog, so that choosing another draws only
+its roofs (once per choice; coming back to one pastes its pixels back)::
 
     I = FLOPs / bytes,   I* = P / B,   memory-bound when I < I*,
     T_math = F / P,   T_mem = Q / B,   time >= max(T_math, T_mem)  (datasheet P and B)
@@ -39,6 +40,7 @@ numbers (and the starting figure, which the widget carries as a PNG).
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
 from typing import Callable
@@ -213,52 +215,83 @@ def _html(state: dict) -> str:
     return f"<b>{html.escape(state['accelerator'])}</b><table>{cells}</table>"
 
 
+@functools.cache
+def _ylim() -> tuple[float, float]:
+    """FLOP/s: fixed over every accelerator and precision of the catalog (their datasheet and achievable
+    roofs), so that changing either redraws the roofs and not the axes."""
+    roofs = [(acc.peak(p), acc.bandwidth) for acc in hardware.catalog() for p in acc.precisions]
+    roofs += [(acc.peak(p, achievable=True), acc.memory_bandwidth(achievable=True)) for acc in hardware.catalog()
+              if acc.has_achievable("bandwidth") for p in acc.precisions if acc.has_achievable(p)]
+    return rl.span(roofs, XLIM)
+
+
 class _Figure(Scene):
     """The roofline with the kernel on it, and beside it the bars of T_math and T_mem, moved in place.
 
-    What is drawn once: the roofs of the accelerator and precision (redrawn
-    when either changes). What a change moves: the kernel's dot and its label,
-    and the bars (:class:`roofkit.diagrams.TimeBars`).
+    What is drawn once: both axes, their limits fixed over the whole catalog
+    (:data:`XLIM`, :func:`_ylim`), a legend of what the lines are, and the two
+    rows of bars (datasheet and achievable roofs). What the accelerator and
+    the precision change (the key layer): the roofs, the ridge, the shaded
+    memory-bound region, the title with the roofs' figures and, for a chip
+    without achievable roofs, a note in their row. What a change moves: the
+    kernel's dot and its label, and the bars (:class:`roofkit.diagrams.TimeBars`).
     """
 
     def __init__(self, state: dict):
-        super().__init__(state, figsize=(13, 5.2))
+        # fixed margins (those a constrained layout gives it): the kernel's label is placed knowing where the axes are
+        super().__init__(state, figsize=(13, 5.2), layout=None)
 
     def key(self, state: dict) -> tuple:
         """The roofs drawn: the accelerator, the precision, and whether the achievable ones are shown."""
         return state["accelerator_key"], state["precision"], state["achievable"] is not None
 
     def build(self, live: LiveFigure) -> None:
-        state, fig = self.state, live.fig
-        spec = KERNELS[state["kernel"]]
-        roof_ax, bars_ax = fig.subplots(1, 2, width_ratios=(1.75, 1))
-        acc, ach = hardware.get(state["accelerator_key"]), state["achievable"]
-        roofs = [rl.Roof("achievable (measured)", acc.peak(state["precision"], achievable=True),
-                         acc.memory_bandwidth(achievable=True))] if ach else []
-        kernel = rl.Kernel(state["label"], spec.cost(state["size"], state["precision"]).intensity)
-        rl.plot([acc.key], [state["precision"]], kernels=[kernel], roofs=roofs, xlim=XLIM, ax=roof_ax,
-                title=f"Roofline: {_short(acc)} ({state['precision'].upper()})")
-        # the kernel as plot() draws it (a scatter, in the legend), redrawn as a marker: a tenth of the time
-        next(c for c in roof_ax.collections if c.get_gid() == "kernel").set_visible(False)
-        self.dot = roof_ax.plot([], [], ls="none", marker="o", ms=40 ** 0.5, color="0.1", zorder=5)[0]
-        self.name = next(t for t in roof_ax.texts if t.get_gid() == "kernel-label")
-        live.animate(self.dot, self.name)
-        self.bars = diagrams.TimeBars(bars_ax, ["datasheet roofs"] + (["achievable roofs"] if ach else []),
-                                      title="time of one call")
+        self.roof_ax, bars_ax = live.fig.subplots(1, 2, width_ratios=(1.75, 1), gridspec_kw=dict(
+            left=0.093, right=0.995, bottom=0.092, top=0.954, wspace=0.14))
+        rl.frame(self.roof_ax, XLIM, _ylim())
+        rl.kinds_legend(self.roof_ax)
+        self.dot, self.name = live.animate(*rl.kernel_marks(self.roof_ax))
+        self.bars = diagrams.TimeBars(bars_ax, ["datasheet roofs", "achievable roofs"], title="time of one call")
         live.animate(*self.bars.artists)
+
+    def layer(self, state: dict) -> None:
+        acc, p = hardware.get(state["accelerator_key"]), state["precision"]
+        title = f"{_short(acc)}, {p.upper()}: {rl.roof_figures(acc.peak(p), acc.bandwidth)}"
+        roofs = []
+        if state["achievable"]:
+            roofs = [rl.Roof("achievable", acc.peak(p, achievable=True), acc.memory_bandwidth(achievable=True))]
+            title += f"; achievable {rl.roof_figures(roofs[0].peak_flops, roofs[0].bandwidth)}"
+        else:
+            self.bars.note(1, "none in the catalog for this chip and precision")
+        rl.draw_roofs(self.roof_ax, [acc.key], [p], roofs=roofs, xlim=XLIM, ylim=_ylim())
+        self.roof_ax.set_title(title, fontsize=style.SIZE["label"])
 
     def move(self, state: dict) -> None:
         point = (state["intensity"], state["attainable_flops_per_s"])
         self.dot.set_data([point[0]], [point[1]])
         self.name.xy = point
         self.name.set_text(state["label"])
-        # right of the dot when compute-bound (clear of the ridge label), else up and to the left
-        self.name.xyann = (10, 5) if state["bound"] == "compute" else (-6, 8)
-        self.name.set_horizontalalignment("left" if state["bound"] == "compute" else "right")
-        rows = [("datasheet roofs", state["t_math_s"], state["t_mem_s"])]
-        if state["achievable"]:
-            rows.append(("achievable roofs", state["achievable"]["t_math_s"], state["achievable"]["t_mem_s"]))
-        self.bars.update(rows)
+        self._place_label(state["bound"])
+        ach = state["achievable"] or {"t_math_s": None, "t_mem_s": None}
+        self.bars.update([("datasheet roofs", state["t_math_s"], state["t_mem_s"]),
+                          ("achievable roofs", ach["t_math_s"], ach["t_mem_s"])])
+
+    # where the kernel's label goes from its dot (points, and its alignment): the first that stays inside the axes
+    PLACES = {"compute": [((10, 5), "left", "baseline"),  # right of the dot, clear of the ridge label
+                          ((-10, 5), "right", "baseline")],  # left of it, near the right edge
+              "memory": [((-6, 8), "right", "baseline"),  # up and to the left, above the rising roof
+                         ((10, -8), "left", "top")]}  # down and to the right, below it, near the left edge
+
+    def _place_label(self, bound: str) -> None:
+        """Put the kernel's label beside its dot where it stays inside the roofline's axes (not over the bars)."""
+        inside = self.roof_ax.get_window_extent()
+        for offset, ha, va in self.PLACES[bound]:
+            self.name.xyann = offset
+            self.name.set_horizontalalignment(ha)
+            self.name.set_verticalalignment(va)
+            box = self.name.get_window_extent()
+            if inside.x0 <= box.x0 and box.x1 <= inside.x1:
+                return
 
 
 def _powers(spec: KernelSpec, keep: int) -> list[tuple[str, int]]:

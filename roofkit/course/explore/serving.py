@@ -12,7 +12,10 @@ a Box, CSS class ``roofkit-plot``): one GPU's memory as a bar
 (:class:`roofkit.inference.plot.MemoryBar`) over TPOT and tokens/s against
 the batch with the memory limit and the chosen batch marked
 (:class:`roofkit.inference.plot.BatchCurve`), moved in place as the sliders
-move. The math runs in BF16 (FP16 on chips without BF16).
+move. The memory bar's axis is the share of one GPU's memory and the curves'
+axes are drawn once, so that another model, GPU, count or precision draws only
+its figures and the curves' scales (once per choice). The math runs in BF16
+(FP16 on chips without BF16).
 
 A choice roofkit cannot serve (the chip has no such precision, a model whose
 latency is not modelled) shows roofkit's message in place of the numbers it
@@ -36,6 +39,8 @@ from ._box import FigureBox, LiveFigure, Scene, cached
 from ... import dtypes
 from ...catalogs import hardware, models
 from ...errors import InvalidValue, RoofkitError
+from ...perf.inference import serve
+from ...plots import serving as serving_plots
 from ...plots import style
 
 __all__ = ["serving_explorer", "build_explorer", "explorer_state", "summary", "ServingExplorer", "GPU_COUNTS",
@@ -77,8 +82,6 @@ def explorer_state(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
     >>> s["max_batch"], s["fits"], round(s["tpot_s"] * 1e3, 1)
     (176, True, 14.7)
     """
-    from ...perf.inference import serve
-
     M, acc = models.get(model), hardware.get(hw)
     math = _math(acc)
     s = serve(M, acc, gpus, context, None, batch, math, weights_dtype, kv_dtype)
@@ -137,58 +140,79 @@ def _html(state: dict) -> str:
 @functools.lru_cache(maxsize=256)
 def _sweep(model, hw, gpus, context, dtype, weights_dtype, kv_dtype) -> dict:
     """The latency curve over the slider's batches, kept per input (a dozen decode steps each)."""
-    from ...plots import serving as plot
+    return serving_plots.batch_sweep(model, hw, gpus, context, BATCHES, dtype, weights_dtype, kv_dtype)
 
-    return plot.batch_sweep(model, hw, gpus, context, BATCHES, dtype, weights_dtype, kv_dtype)
+
+@functools.lru_cache(maxsize=256)
+def _ranges(model, hw, gpus, dtype, weights_dtype, kv_dtype) -> tuple:
+    """(TPOT range in seconds, tokens/s range) over every context and batch the sliders offer.
+
+    A step takes longer with a longer context and a larger batch, and the batch's tokens/s grows with
+    the batch and falls with the context, so the ends are at the corners: the smallest and largest
+    batch (and the largest that fits) at the shortest and longest context, six decode steps instead of
+    the two dozen of two whole sweeps (``tests/test_explore_serving.py`` checks the sweeps stay inside).
+    """
+    ends = [serving_plots.batch_sweep(model, hw, gpus, c, (BATCHES[0], BATCHES[-1]), dtype, weights_dtype, kv_dtype)
+            for c in (CONTEXTS[0], CONTEXTS[-1])]
+    tpot = [t for sweep in ends for t in sweep["tpot_s"]]
+    rate = [r for sweep in ends for r in sweep["tokens_per_s"]]
+    return (min(tpot), max(tpot)), (min(rate), max(rate))
 
 
 class _Figure(Scene):
-    """One GPU's memory as a bar over TPOT and tokens/s against the batch, moved in place as the sliders move.
+    """One GPU's memory as a bar over TPOT and tokens/s against the batch, moved in place as the controls change.
 
-    What is drawn once: the axes, fixed over every context and batch the
-    sliders offer for this model, accelerator, GPU count and precisions
-    (redrawn when one of those changes). What a change moves: the bar's parts,
-    the curves, the memory limit and the chosen batch.
+    What is drawn once: the axes, the memory bar's as shares of one GPU's
+    memory (:class:`roofkit.inference.plot.MemoryBar`), the curves' batch
+    axis and frame (:class:`roofkit.inference.plot.BatchCurve`). What the
+    model, the accelerator, the GPU count and the precisions change (the key
+    layer, drawn once for each): the memory bar's legend and GB figures, and
+    the curves' y scales, fixed over every context and batch the sliders
+    offer for them; or roofkit's message where the latency is not modelled.
+    What a change moves: the bar's parts, the curves, the memory limit and
+    the chosen batch.
     """
 
     def __init__(self, state: dict):
-        # fixed margins: a constrained layout would double the time to draw
+        # fixed margins: the layout never changes
         super().__init__(state, figsize=(8.5, 5.6), layout=None)
 
     def key(self, state: dict) -> tuple:
-        from ...plots import serving as plot
-
         return (state["model"], state["hw"], state["gpus"], state["dtype"], state["weights_dtype"],
                 state["kv_dtype"], state["tpot_s"] is None and state["error"],
-                plot.MemoryBar.key_of(state["plan"]))
+                serving_plots.MemoryBar.key_of(state["plan"]))
 
     def build(self, live: LiveFigure) -> None:
-        from ...plots import serving as plot
-
-        state = self.state
         top, bottom = live.fig.subplots(2, 1, height_ratios=(1, 3.2),
-                                        gridspec_kw=dict(left=0.09, right=0.89, top=0.95, bottom=0.09, hspace=0.5))
-        self.memory = plot.MemoryBar(top, state["plan"])
+                                        gridspec_kw=dict(left=0.1, right=0.88, top=0.95, bottom=0.09, hspace=0.5))
+        self.memory = serving_plots.MemoryBar(top)
         live.animate(*self.memory.artists)
-        self.curve = None
+        self.curve = serving_plots.BatchCurve(bottom, title="decode at the chosen context")
+        live.animate(*self.curve.artists)
+
+    def layer(self, state: dict) -> None:
+        self.memory.labels(state["plan"])
         if state["tpot_s"] is None:
-            bottom.axis("off")
-            bottom.text(0.5, 0.5, state["error"], ha="center", va="center", wrap=True, fontsize=style.SIZE["text"])
+            self.curve.ax.text(0.5, 0.5, state["error"], ha="center", va="center", wrap=True,
+                               transform=self.curve.ax.transAxes, fontsize=style.SIZE["text"], bbox=style.LABEL_BOX)
         else:
-            ends = [_sweep(state["model"], state["hw"], state["gpus"], c, state["dtype"], state["weights_dtype"],
-                           state["kv_dtype"]) for c in (CONTEXTS[0], CONTEXTS[-1])]
-            tpot = [t for sweep in ends for t in sweep["tpot_s"]]
-            rate = [r for sweep in ends for r in sweep["tokens_per_s"]]
-            self.curve = plot.BatchCurve(bottom, (min(tpot), max(tpot)), (min(rate), max(rate)),
-                                         "decode at the chosen context")
-            live.animate(*self.curve.artists)
+            self.curve.set_ranges(*self._ranges(state))
+            self.curve.scales()
 
     def move(self, state: dict) -> None:
         self.memory.update(state["plan"])
-        if self.curve is not None:
-            sweep = _sweep(state["model"], state["hw"], state["gpus"], state["context"], state["dtype"],
-                           state["weights_dtype"], state["kv_dtype"])
-            self.curve.update(sweep, state["batch"])
+        if state["tpot_s"] is None:
+            self.curve.hide()
+            return
+        self.curve.set_ranges(*self._ranges(state))  # a key whose pixels are kept did not run layer()
+        sweep = _sweep(state["model"], state["hw"], state["gpus"], state["context"], state["dtype"],
+                       state["weights_dtype"], state["kv_dtype"])
+        self.curve.update(sweep, state["batch"])
+
+    @staticmethod
+    def _ranges(state: dict) -> tuple:
+        return _ranges(state["model"], state["hw"], state["gpus"], state["dtype"], state["weights_dtype"],
+                       state["kv_dtype"])
 
 
 class ServingExplorer(FigureBox):
