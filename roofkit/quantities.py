@@ -31,7 +31,8 @@ from typing import Callable
 
 from .errors import InvalidValue, UnitMismatch
 
-__all__ = ["Reading", "Unit", "read", "number", "unit", "significant_digits", "MAX_LENGTH", "UNIT_EXAMPLES"]
+__all__ = ["Reading", "Unit", "read", "number", "unit", "significant_digits", "MAX_LENGTH", "UNIT_EXAMPLES",
+           "FACTOR_UNIT"]
 
 MAX_LENGTH = 200  # characters of an answer; a real answer is far shorter
 MAX_DEPTH = 20  # nested parentheses
@@ -110,8 +111,25 @@ _NOUNS = {
     **dict.fromkeys(("rank", "ranks"), "ranks"), **dict.fromkeys(("stage", "stages"), "stages"),
     **dict.fromkeys(("iteration", "iterations", "iter", "iters"), "iterations"),
     **dict.fromkeys(("gpu_hours",), "GPU-hours"),
+    **dict.fromkeys(("switch", "switches"), "switches"), **dict.fromkeys(("leaf", "leaves", "leafs"), "leaves"),
+    **dict.fromkeys(("spine", "spines"), "spines"), **dict.fromkeys(("port", "ports"), "ports"),
+    **dict.fromkeys(("link", "links"), "links"), **dict.fromkeys(("replica", "replicas"), "replicas"),
+    **dict.fromkeys(("expert", "experts"), "experts"), **dict.fromkeys(("slice", "slices"), "slices"),
     **dict.fromkeys(("usd", "dollar", "dollars"), "USD"),
 }
+_CENT = Unit(0.01, _NONE, noun="USD")  # '3.2 cents': a hundredth of a dollar
+# things counted that take a decimal prefix: 'Mtok', 'ktokens' (never a binary one: 'Ki tokens' means nothing)
+_PREFIXABLE_NOUNS = ("tokens",)
+_DECIMAL_COUNT_PREFIXES = ("k", "K", "M", "G", "T")
+# a number written as a word: 'nine' (read where a plain number is asked: a count or a ratio)
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+                      "ninety": 90})
+# where the question asks for a factor (unit 'x'): the words for a factor of one
+_NO_CHANGE = re.compile(r"^(?:(?:no|zero)\s+speed[- ]?up(?:\s+at\s+all)?|no\s+change|unchanged|no\s+faster|"
+                        r"not\s+faster|(?:just\s+)?as\s+fast|(?:the\s+)?same(?:\s+(?:speed|time))?)$", re.I)
 # words and letters that multiply the number: "3.89 million", "2k", "70B" (in a count), "8 Ki"
 _COUNT = {"thousand": 1e3, "thousands": 1e3, "million": 1e6, "millions": 1e6, "mn": 1e6, "mio": 1e6,
           "billion": 1e9, "billions": 1e9, "bn": 1e9, "trillion": 1e12, "trillions": 1e12,
@@ -132,6 +150,9 @@ _LOWER_FLOP_SCALE = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15, "e": 1e
 _EXPONENT = re.compile(r"^(.+?)(?:\^|\*\*)([-+]?\d)$")
 
 
+# a number under a slash, with an optional decimal count letter: 'per 1M tokens', '/1,000 tokens', '/1k tok'
+_DENOMINATOR_COUNT = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)([kKMGT])?")
+
 # a lookup of things counted by a name only a catalog knows: 'H100s' -> 'h100 GPUs', else None
 Names = Callable[[str], "str | None"]
 
@@ -146,10 +167,17 @@ class _Context:
         self.expects_bytes = expected is None or expected.dims[1] != 0
         self.expects_flops = expected is not None and expected.dims[0] != 0
         self.expects_time = expected is not None and expected.dims == _SECOND
+        self.timed = expected is not None and expected.dims[2] != 0  # a time or a rate: no binary counts there
         self.denominator = False
+        self.per_thing = False  # a count or a thing counted under the slash ('per million tokens', '/Mtok')
         self.alone = False
         self.notes: list[str] = []
         self.counts: list[tuple[str, float]] = []  # count words as typed, with their factors
+
+    def count(self, typed: tuple[str, float]) -> None:
+        """A count word or letter typed after the number (one under the slash divides: it is not the number's)."""
+        if not self.denominator:
+            self.counts.append(typed)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -179,6 +207,8 @@ def _atom(word: str, ctx: _Context, prefixed: bool = False) -> Unit | None:
         return _mac(ctx)
     if len(word) > 1 and low in _NOUNS:
         return Unit(1.0, _NONE, noun=_NOUNS[low])
+    if low in ("cent", "cents", "¢"):
+        return _CENT
     return None
 
 
@@ -192,6 +222,10 @@ def _prefixed(word: str, ctx: _Context) -> Unit | None:
             rest = _atom(word[len(prefix):], ctx, prefixed=True)
             if usable(rest):
                 return Unit(_PREFIXES[prefix] * rest.scale, rest.dims, rest.bits, rest.noun)
+    for prefix in _DECIMAL_COUNT_PREFIXES:  # 'Mtok', 'ktokens': a decimal count of a thing counted
+        rest = _atom(word[len(prefix):], ctx) if word.startswith(prefix) and len(word) > len(prefix) + 1 else None
+        if rest is not None and rest.noun in _PREFIXABLE_NOUNS and rest.dims == _NONE:
+            return Unit(_PREFIXES[prefix] * rest.scale, rest.dims, rest.bits, rest.noun)
     low = word.lower()
     for prefix, factor in _PREFIX_WORDS.items():
         if low.startswith(prefix) and len(low) > len(prefix) + 1:
@@ -209,23 +243,31 @@ def _word(word: str, ctx: _Context) -> tuple[Unit, str]:
     """One word of a unit and what it is: ('unit' | 'count' | 'noun'). 'TB', 'FLOPS', 'µs', 'million', 'H100s'."""
     low = word.lower()
     if low in _COUNT:
-        ctx.counts.append((word, _COUNT[low]))
+        ctx.count((word, _COUNT[low]))
         return Unit(_COUNT[low], _NONE), "count"
     if word == "B" and not ctx.expects_bytes and not ctx.denominator:
-        ctx.counts.append((word, 1e9))
+        ctx.count((word, 1e9))
         return Unit(1e9, _NONE), "count"  # '70 B' where a count is asked: a billion
     if word == "m" and not ctx.denominator:
         if ctx.expects_time:
             raise InvalidValue("'m' alone is ambiguous for a time: write ms for milliseconds or min for minutes.")
-        ctx.counts.append((word, 1e6))
+        ctx.count((word, 1e6))
         return Unit(1e6, _NONE), "count"  # a lone lowercase m is a million ('1.4m'); milli needs a unit ('ms')
+    if low == "tps":  # '13200 tps': tokens per second, as serving benchmarks write it
+        return Unit(1.0, _NONE, noun="tokens") * _PER_SECOND, "unit"
     found = _atom(word, ctx) or _prefixed(word, ctx)
     if found is None and word in _COUNT_LETTERS:
-        ctx.counts.append((word, _COUNT_LETTERS[word]))
+        if ctx.timed and word.endswith("i"):
+            raise InvalidValue(f"{word!r} is {_COUNT_LETTERS[word]:,.0f}, a binary count (of bytes, or of a power "
+                               "of two); a time or a rate is counted in thousands: write k, M or G.")
+        ctx.count((word, _COUNT_LETTERS[word]))
         return Unit(_COUNT_LETTERS[word], _NONE), "count"
     if found is None and len(word) > 2 and low.endswith("ps") and not low.endswith("ops"):
         # 'TBps', 'Gbps': per second written as a suffix
-        inner, _ = _word(word[:-2], _Context(None, ctx.names))
+        try:
+            inner, _ = _word(word[:-2], _Context(None, ctx.names))
+        except InvalidValue:
+            raise InvalidValue(f"cannot read {word!r} as a unit; use units such as {UNIT_EXAMPLES}.") from None
         return inner * _PER_SECOND, "unit"
     if found is None:
         name = ctx.names(word) if ctx.names else None
@@ -276,7 +318,23 @@ def _parse_unit(text: str, expected: "Unit | None", names: Names | None = None) 
                 raw, power = match.group(1), int(match.group(2))
             if raw == "1" and not ctx.denominator:
                 continue  # '1/s'
+            count = _DENOMINATOR_COUNT.fullmatch(raw) if ctx.denominator and raw is words[0] else None
+            if count and len(words) > 1:  # 'per 1M tokens', '/1,000 tokens': a number of things under the slash
+                rest = [_word(w, ctx)[0] for w in words[1:]]
+                if any(r.dims != _NONE for r in rest):
+                    raise InvalidValue(f"cannot read {raw!r} in a unit: a number under a slash counts things "
+                                       "('per 1M tokens'); to divide quantities, write each with its unit.")
+                ctx.per_thing = True
+                letter = count.group(2) or ""
+                piece = Unit(_literal(count.group(1)) * _COUNT_LETTERS.get(letter, 1.0), _NONE)
+                for r in rest:
+                    piece = piece * r
+                result = result * piece**-1
+                kinds.append("unit")
+                break
             piece, kind = _word(raw, ctx)
+            if ctx.denominator and piece.dims == _NONE and (kind in ("count", "noun") or piece.noun):
+                ctx.per_thing = True
             kinds.append(kind if index == 0 and power == 1 else "unit")
             piece = piece**power
             result = result * (piece**-1 if ctx.denominator else piece)
@@ -526,7 +584,7 @@ def _dimension_name(dims: tuple[int, int, int], noun: str | None = None) -> str:
 
 
 def _mismatch(text: str, got: Unit, wanted: Unit, unit_text: str) -> UnitMismatch:
-    shown = unit_text if unit_text not in ("dimensionless", "") else "a plain number"
+    shown = {"dimensionless": "a plain number", "": "a plain number", FACTOR_UNIT: "a factor"}.get(unit_text, unit_text)
     per_second = tuple(a - b for a, b in zip(got.dims, wanted.dims))
     both = not got.dimensionless and not wanted.dimensionless
     if both and per_second == (0, 0, -1):
@@ -534,7 +592,7 @@ def _mismatch(text: str, got: Unit, wanted: Unit, unit_text: str) -> UnitMismatc
     elif both and per_second == (0, 0, 1):
         why = f"{text!r} is an amount, not a rate: the question asks for {shown}, so a '/s' is missing."
     elif wanted.dimensionless:
-        why = f"{text!r} has a unit ({_dimension_name(got.dims)}), but the question asks for a plain number."
+        why = f"{text!r} has a unit ({_dimension_name(got.dims)}), but the question asks for {shown}."
     elif got.dimensionless:
         what = ("a percentage" if got.scale == 0.01 and not got.noun else "an amount in USD" if got.noun == "USD"
                 else _dimension_name(got.dims, got.noun))
@@ -559,15 +617,53 @@ _APPROXIMATELY = re.compile(r"^\s*(?:~|≈|about\s|approx\.?\s*|approximately\s|
 _CURRENCY = re.compile(r"^\s*(?:US)?\$\s*")
 
 
+_RATIO = re.compile(r"([0-9][0-9,_]*(?:\.[0-9]*)?)\s*:\s*([0-9][0-9,_]*(?:\.[0-9]*)?)")  # '9:1', where a ratio is asked
+# an operator between two quantities: after a unit (a letter or %), before a number: '989 TFLOP/s / 3.35 TB/s'
+_BETWEEN_QUANTITIES = re.compile(r"(?<=[A-Za-z%µμ])\s*([/*×÷])\s*(?=[\d.(])")
+FACTOR_UNIT = "x"  # a question's unit where it asks for a factor: 'no speedup' reads as 1 there
+
+
+def _quantity_expression(body: str, wanted: Unit, names: Names | None) -> tuple[float, Unit] | None:
+    """'989 TFLOP/s / 3.35 TB/s': quantities with their units, divided or multiplied, as (value in base units,
+    unit); None when ``body`` is not two or more such quantities. Raises InvalidValue for a term it cannot read."""
+    pieces = _BETWEEN_QUANTITIES.split(body)
+    if len(pieces) < 3:
+        return None
+    value, result = 1.0, ONE
+    for index in range(0, len(pieces), 2):
+        term, op = pieces[index].strip(), ("*" if index == 0 else pieces[index - 1])
+        tokens, rest = _tokens(term, None)
+        if not tokens:
+            raise InvalidValue(f"no number in {term[:30]!r}")
+        amount = _evaluate(_Parser(tokens, implicit=False).parse())
+        rest = rest.strip()
+        if rest.startswith("/"):
+            rest = "1" + rest
+        given = _parse_unit(rest, None, names)[0] if rest else ONE
+        amount, given = amount * given.scale, Unit(1.0, given.dims, given.bits, given.noun)
+        if op in ("/", "÷"):
+            if amount == 0:
+                raise InvalidValue("it divides by zero")
+            value, result = value / amount, result * given**-1
+        else:
+            value, result = value * amount, result * given
+    if not math.isfinite(value):
+        raise InvalidValue("it is too large to be an answer here")
+    return value, Unit(1.0, result.dims, result.bits, wanted.noun)
+
+
 def read(answer, unit_text: str = "dimensionless", names: Names | None = None) -> Reading:
     """Read a numeric answer (a number, or text such as '3.35 TB/s') as a value in ``unit_text``.
 
     A bare number is taken to be in ``unit_text`` already, and so is a number followed by count words only
     ('1.12 trillion', '240G' where FLOPs are asked). A number given in Python is read as the text that types
-    it (0.17 as '0.17'), so that both get the same verdict. Raises InvalidValue for what cannot be read and
-    UnitMismatch for a unit of another dimension.
+    it (0.17 as '0.17'), so that both get the same verdict. Where the question's unit is per a count of things
+    ('USD per million tokens'), an amount without a 'per' is in that unit too ('$0.032', '3.2 cents'). Where a
+    plain number is asked (a count, a ratio, a factor), 'nine' and '9:1' are numbers; where a factor is asked
+    (unit 'x'), 'no speedup' is 1. Quantities may be divided or multiplied ('989 TFLOP/s / 3.35 TB/s'). Raises
+    InvalidValue for what cannot be read and UnitMismatch for a unit of another dimension.
     """
-    wanted = unit(unit_text, names=names)
+    wanted, _, wanted_ctx = _parse_unit(unit_text, None, names)
     if not isinstance(answer, str):
         if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
             raise InvalidValue(f"a number is expected; got {answer!r} ({type(answer).__name__}).")
@@ -584,6 +680,16 @@ def read(answer, unit_text: str = "dimensionless", names: Names | None = None) -
     body = _APPROXIMATELY.sub("", text)
     if body.endswith(".") and not body.endswith("..") and len(body) > 1 and not body[-2].isdigit():
         body = body[:-1]  # '5 ms.' (a sentence's full stop)
+    if unit_text.strip() == FACTOR_UNIT and _NO_CHANGE.match(body.strip()):
+        return Reading(1.0, text, False, None)  # 'no speedup', 'the same': a factor of exactly one
+    spelled = False  # a number written as a word is exact: it has no figures to round at
+    if wanted.dimensionless:  # a count, a ratio or a factor: 'nine', 'nine times', '9:1'
+        word = re.match(r"([A-Za-z]+)\b", body.strip())
+        if word and word.group(1).lower() in _NUMBER_WORDS:
+            body, spelled = f"{_NUMBER_WORDS[word.group(1).lower()]}{body.strip()[word.end():]}", True
+        ratio = _RATIO.fullmatch(body.strip())
+        if ratio:
+            body = ratio.group(1) if _literal(ratio.group(2)) == 1 else f"{ratio.group(1)}/{ratio.group(2)}"
     currency = _CURRENCY.match(body)
     if currency:
         body = body[currency.end():]
@@ -612,9 +718,21 @@ def read(answer, unit_text: str = "dimensionless", names: Names | None = None) -
     try:
         given, count_only, ctx = _parse_unit(unit_text_given, wanted, names) if unit_text_given else (wanted, False, None)
     except InvalidValue as error:
-        raise InvalidValue(f"in {shown}: {error}") from None
+        try:  # quantities divided or multiplied: '989 TFLOP/s / 3.35 TB/s'
+            expression = None if currency else _quantity_expression(body, wanted, names)
+        except InvalidValue as inner:
+            raise InvalidValue(f"in {shown}: {inner}") from None
+        if expression is None:
+            raise InvalidValue(f"in {shown}: {error}") from None
+        amount, given = expression
+        if given.dims != wanted.dims:
+            raise _mismatch(text, given, wanted, unit_text) from None
+        return Reading(amount / wanted.scale, text, True, None, given.bits)
     if count_only:  # '1.12 trillion', '8K', '240G': a number of the question's unit
         given = Unit(given.scale * wanted.scale, wanted.dims, wanted.bits)
+    elif (wanted_ctx.per_thing and ctx is not None and not ctx.per_thing and given.dims == wanted.dims
+          and given.noun in (None, wanted.noun)):  # '$0.032', '3.2 cents' where USD per million tokens are asked
+        given = Unit(given.scale * wanted.scale, wanted.dims, wanted.bits, wanted.noun)
     if given.dims != wanted.dims:
         raise _mismatch(text, given, wanted, unit_text)
     ratio = given.scale / wanted.scale
@@ -622,7 +740,7 @@ def read(answer, unit_text: str = "dimensionless", names: Names | None = None) -
     if not math.isfinite(value):
         raise InvalidValue(f"cannot read {shown} as a number: it is too large to be an answer here.")
     single = len(tokens) == 1 or (len(tokens) == 2 and tokens[0] in (("op", "-"), ("op", "+")))  # '-3.5'
-    figures = _figures(tokens[-1][1]) if single else None
+    figures = _figures(tokens[-1][1]) if single and not spelled else None
     digits, lead = figures if figures else (None, None)
     return Reading(value, text, bool(unit_text_given), digits, given.bits,
                    None if lead is None else 10.0**lead * ratio,

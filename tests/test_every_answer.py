@@ -41,7 +41,7 @@ OTHER_UNIT = {
     "FLOP": ("TFLOP", 1e12), "byte": ("GB", 1e9), "byte/s": ("TB/s", 1e12), "FLOP/s": ("TFLOP/s", 1e12),
     "TFLOP/s": ("PFLOP/s", 1e3), "FLOP/byte": ("flop/B", 1), "s": ("ms", 1e-3), "ms": ("µs", 1e-3),
     "µs": ("μs", 1), "day": ("hours", 1 / 24), "percent": ("%", 1), "1/s": ("per second", 1),
-    "dimensionless": ("x", 1),
+    "dimensionless": ("x", 1), "x": ("times", 1), "USD per million tokens": ("USD per billion tokens", 1e-3),
 }
 # The question's own unit, as a learner writes it after the number.
 WRITTEN_UNIT = {"percent": "%", "dimensionless": "x", "1/s": "tokens/s"}

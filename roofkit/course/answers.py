@@ -37,14 +37,27 @@ binary prefixes, in the spellings people use (``FLOP/byte``, ``flop/B``,
 ``us``, ``ms``, ``milliseconds``, ``megabytes``, ``TF/s``, ``tflops``,
 ``teraflops``, ``Hz``, ``h``, ``days``, ``years``, ``%``, a trailing ``x`` for a
 factor, ``MAC`` for a multiply-accumulate), things counted (``GPUs``,
-``H100s``, ``tokens``, ``tok/s``, ``steps``, ``micro-batches``, ``$`` and
-``USD``) and the count words ``k``, ``M``, ``B``/``bn``, ``T``, ``Ki``,
+``H100s``, ``tokens``, ``Mtok``, ``tok/s``, ``tps``, ``steps``,
+``micro-batches``, ``switches``, ``$``, ``USD`` and ``cents``) and the count
+words ``k``, ``M``, ``B``/``bn``, ``T``, ``Ki`` (not on a time or a rate),
 ``thousand``, ``million``, ``billion``, ``trillion``. Where a spelling is
 ambiguous the question decides: ``B`` is a byte in a question about bytes and a
 billion in a plain count; ``FLOPS`` is a rate where a rate is asked and a count
 otherwise (a :class:`Reading` notes how such a spelling was read); a lone ``m``
 is a million, except on a question about time, where it is refused (``ms`` or
 ``min``?). ``b`` is always a bit and ``B`` a byte, as on a datasheet.
+
+Quantities may be divided or multiplied (``989 TFLOP/s / 3.35 TB/s``). Where a
+plain number is asked, ``nine`` and ``9:1`` are numbers; where a factor is
+asked (unit ``x``), ``no speedup`` is 1; where the unit is per a count of
+things (``USD per million tokens``), ``$0.032``, ``3.2 cents`` and ``$0.032/M
+tokens`` are one answer:
+
+    >>> answers.number("9:1", "dimensionless"), answers.number("989 TFLOP/s / 3.35 TB/s", "FLOP/byte")
+    (9.0, 295.2238805970149)
+    >>> answers.number("3.2 cents", "USD per million tokens"), answers.number("$0.032/M tokens", "USD per million tokens")
+    (0.032, 0.032)
+
 docs/answers.md lists all of it, with examples.
 """
 
@@ -54,14 +67,15 @@ import math
 import numbers
 import re
 
-from ..errors import InvalidValue
+from ..errors import InvalidValue, RoofkitError
 from ..quantities import (  # the reader itself is a foundation (roofkit.units.quantity reads through it too)
-    MAX_LENGTH, UNIT_EXAMPLES, Reading, Unit, _check_text, _FUNCTIONS, _Parser, _tokens, significant_digits,
+    FACTOR_UNIT, MAX_LENGTH, UNIT_EXAMPLES, Reading, Unit, _check_text, _FUNCTIONS, _Parser, _tokens,
+    significant_digits,
 )
 from .. import quantities
 
 __all__ = ["Reading", "Unit", "read", "number", "unit", "expression", "formula_reading", "choice",
-           "significant_digits", "MAX_LENGTH", "UNIT_EXAMPLES"]
+           "significant_digits", "MAX_LENGTH", "UNIT_EXAMPLES", "FACTOR_UNIT"]
 
 
 # --- numbers with units: roofkit.quantities, with the accelerators of the catalog as things counted ----------
@@ -71,8 +85,7 @@ def _accelerator(word: str) -> str | None:
     """'H100s', 'a100', 'MI300X': the name of an accelerator of roofkit's catalog, as a thing counted."""
     if not (any(c.isdigit() for c in word) and any(c.isalpha() for c in word)) or len(word) > 24:
         return None
-    from ..catalogs import hardware
-    from ..errors import RoofkitError
+    from ..catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     for name in (word, word[:-1] if word.endswith("s") else None):
         if name:
@@ -122,7 +135,7 @@ def _split_name(name: str, symbols: tuple[str, ...]) -> list[str]:
 
 
 def _sympy(tree, names):
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     kind = tree[0]
     if kind == "num":
@@ -224,7 +237,7 @@ def expression(text, symbols: tuple[str, ...]):
         if type(text).__module__.startswith("sympy"):
             return text
         if isinstance(text, numbers.Real) and not isinstance(text, bool):
-            import sympy
+            import sympy  # deferred: sympy costs ~0.25 s at import
 
             return sympy.nsimplify(text)
         raise InvalidValue(f"a formula in {', '.join(symbols)} is expected; got {type(text).__name__}.")

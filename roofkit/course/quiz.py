@@ -25,14 +25,21 @@ never shown for a wrong answer. Hints come one at a time from ``hint(id)``.
 from __future__ import annotations
 
 import hashlib
+import html
+import inspect
 import json
 import math
+import random
+import sys
+import textwrap
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction as _Fraction
 from typing import Any
 
 from ..errors import InvalidValue, RoofkitError, UnitMismatch, UnknownName
+from .answers import FACTOR_UNIT, choice, expression, formula_reading, read, unit
 
 __all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions", "check", "judge", "hint", "ask",
            "answer_key", "use_variant", "current", "close_enough", "params_digest", "NOT_ANSWERED", "RENAMED",
@@ -40,6 +47,7 @@ __all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 NOT_ANSWERED = "not answered yet"
+UNREADABLE = "? could not read this answer"  # neither right nor wrong: the verdict says what was expected
 KINDS = ("numeric", "symbolic", "choice", "code")
 
 
@@ -55,7 +63,8 @@ class Misconception:
     ``scale`` (forgot the factor 2: scale=0.5). A misconception about units
     names no value: ``unit=True`` is the per-second slip (a rate given where an
     amount is asked, or the other way round), and ``unit="FLOP/s"`` an answer in
-    that unit's dimension.
+    that unit's dimension. ``above=1.0`` is every answer past a bound that no
+    right answer can pass (an MFU above 1), said when no named value matches.
     """
 
     name: str
@@ -63,6 +72,7 @@ class Misconception:
     answer: Callable[..., Any] | None = None
     scale: float | None = None
     unit: bool | str = False
+    above: float | None = None
 
     def value(self, question: "Question"):
         if self.answer is not None:
@@ -110,7 +120,6 @@ class Question:
         unknown = set(params) - set(self.params)
         if unknown:
             raise InvalidValue(f"question {self.id!r} has no parameter(s) {sorted(unknown)}; it has {sorted(self.params)}.")
-        from dataclasses import replace
 
         return replace(self, params={**self.params, **params})
 
@@ -161,13 +170,21 @@ class Verdict:
     unreadable: bool = False  # the answer could not be read at all (not a number, an unknown unit)
 
     def __str__(self) -> str:
-        mark = {True: "✓ correct", False: "✗ not yet", None: "… " + NOT_ANSWERED}[self.correct]
+        mark = UNREADABLE if self.unreadable else \
+            {True: "✓ correct", False: "✗ not yet", None: "… " + NOT_ANSWERED}[self.correct]
         return f"[{self.question}] {mark}: {self.feedback}" if self.feedback else f"[{self.question}] {mark}"
 
     def record(self, params: Mapping[str, Any]) -> dict:
-        """What the grader reads from the notebook (and re-checks; it trusts none of it)."""
-        return {"roofkit_answer": 1, "id": self.question, "answer": _jsonable(self.answer),
-                "correct": self.correct, "params": params_digest(params)}
+        """What the grader reads from the notebook (and re-checks; it trusts none of it).
+
+        An answer that could not be read is recorded as neither right nor wrong: ``"correct": null`` with
+        ``"unreadable": true``.
+        """
+        record = {"roofkit_answer": 1, "id": self.question, "answer": _jsonable(self.answer),
+                  "correct": None if self.unreadable else self.correct, "params": params_digest(params)}
+        if self.unreadable:
+            record["unreadable"] = True
+        return record
 
     def to_dict(self) -> dict:
         return {"id": self.question, "correct": self.correct, "feedback": self.feedback,
@@ -218,13 +235,12 @@ def register(*new: Question) -> None:
 
 
 def _load_bank() -> None:
-    from . import bank as course  # noqa: F401  (importing the course registers its questions)
+    from . import bank as course  # noqa: F401 - deferred: a cycle (its lessons import quiz); registers the questions
 
 
 def get(question_id: str | Question) -> Question:
     if isinstance(question_id, Question):
         return question_id
-    import sys
 
     release = sys.modules.get("roofkit.grading.release")  # loaded by a release's setup cell, if any
     released = getattr(release, "prompt_only", lambda _: None)(question_id)  # (a module half-imported: None)
@@ -275,8 +291,6 @@ def judge(question: Question, answer, where: str = "python") -> Verdict:
     except RoofkitError as error:
         return Verdict(question.id, False, str(error), answer=_jsonable(answer), unreadable=True)
     if where == "cli":
-        from dataclasses import replace
-
         verdict = replace(verdict, feedback=verdict.feedback.replace(
             f"`hint('{question.id}')`", f"`roofkit quiz hint {question.id}`"))
     return verdict
@@ -301,9 +315,6 @@ def check(question_id: str | Question, answer=None, **params) -> Verdict:
 
 
 def _source(function) -> str | None:
-    import inspect
-    import textwrap
-
     try:
         return textwrap.dedent(inspect.getsource(function))
     except (OSError, TypeError):
@@ -362,8 +373,6 @@ def _hint_call(question: Question) -> str:
 
 def _unit_slip(question: Question, error: UnitMismatch) -> Misconception | None:
     """The unit misconception that matches this mismatch: the per-second slip, or a named unit's dimension."""
-    from .answers import unit
-
     wanted = unit(question.unit or "dimensionless")
     for wrong in question.misconceptions:
         if wrong.unit is True and getattr(error, "dims", None) in ((0, 0, 1), (0, 0, -1)):
@@ -388,8 +397,6 @@ def accepts(question: Question, reading, key: float | None = None) -> bool:
 
 
 def _numeric(question: Question, answer) -> Verdict:
-    from .answers import read
-
     key = float(question.answer_key())
     unit_text = question.unit or "dimensionless"
     try:
@@ -426,18 +433,16 @@ _ALTERNATIVES = {
     (0, 1, -1): [("byte/s", 1.0), ("MB/s", 1e6), ("GB/s", 1e9), ("TB/s", 1e12)],
 }
 # relative slips that are a unit's, not the arithmetic's: (ratio, what it is)
-_UNIT_RATIOS = [
-    (2.0**30 / 1e9, "the gap between a GiB (2^30 bytes) and a GB (10^9 bytes): check which one you used"),
-    (2.0**20 / 1e6, "the gap between a MiB (2^20 bytes) and an MB (10^6 bytes): check which one you used"),
-    (1.024, "the gap between 1,024 and 1,000 (Ki and k): check which one you used"),
-    (2.0**40 / 1e12, "the gap between a TiB (2^40 bytes) and a TB (10^12 bytes): check which one you used"),
+_UNIT_RATIOS = [  # (ratio, what it is, whether a plain count can have it: a count of Ki, never of GiB)
+    (2.0**30 / 1e9, "the gap between a GiB (2^30 bytes) and a GB (10^9 bytes): check which one you used", False),
+    (2.0**20 / 1e6, "the gap between a MiB (2^20 bytes) and an MB (10^6 bytes): check which one you used", False),
+    (1.024, "the gap between 1,024 and 1,000 (Ki and k): check which one you used", True),
+    (2.0**40 / 1e12, "the gap between a TiB (2^40 bytes) and a TB (10^12 bytes): check which one you used", False),
 ]
 
 
 def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Misconception | None]:
     """Why a number is wrong, without giving the key away: a misconception, a known slip, or how far off it is."""
-    from .answers import unit
-
     value, hint = reading.value, _hint_call(question)
     try_hint = hint[0].upper() + hint[1:]
     typed = reading.tolerance(reading.digits) if reading.digits else None  # the typed number's own rounding
@@ -447,9 +452,13 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
         """x (the answer times ``factor``) is ``target``, within the tolerance or the answer's own rounding."""
         return abs(x - target) <= max(slack * abs(target), (typed or 0) * abs(factor))
 
+    wanted = unit(question.unit or "dimensionless")
+    # where a binary prefix can be meant: bytes, or a plain count that is a whole number of Ki (8192 = 8 Ki)
+    binary_bytes = wanted.dims[1] != 0
+    binary_count = wanted.dimensionless and not wanted.noun and key >= 1024 and float(key) % 1024 == 0
     read_as = ""
     letters = [(word, factor) for word, factor in reading.counts if len(word) == 1]
-    if letters:  # '8K' where 8192 is meant: say how a letter was read
+    if letters and (binary_bytes or binary_count):  # '8K' where 8192 is meant: say how a letter was read
         word, factor = letters[-1]
         read_as = f"Read as {_number(value)}: {word} is {_number(factor)}. "
         binary = {"k": 1, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}.get(word)
@@ -467,6 +476,9 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
     if found:
         wrong = min(found, key=lambda pair: pair[0])[1]  # the nearest, where two round to the same figures
         return wrong.feedback, wrong
+    for wrong in question.misconceptions:  # past a bound no right answer passes: an MFU above 1
+        if wrong.above is not None and value > wrong.above >= key:
+            return wrong.feedback, wrong
     # 2. the key, rounded too much ('6.55e4' where the exact 65504 is asked)
     if typed is not None and abs(value - key) <= typed:
         return _rounding(question, reading), None
@@ -475,7 +487,7 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
         return "b is a bit; a byte is B (8 bits). Write the unit as B or byte.", None
     if question.unit == "percent" and near(value * 100, key, 100):
         return "That looks like a fraction: the question asks for a percentage (x 100, or write it with %).", None
-    if question.unit in (None, "dimensionless") and near(value / 100, key, 0.01) and not reading.unit_given:
+    if question.unit in (None, "dimensionless", FACTOR_UNIT) and near(value / 100, key, 0.01) and not reading.unit_given:
         return "That looks like a percentage: the question asks for a fraction (0.25 for 25%, or write it with %).", None
     # 4. a whole number asked for
     if question.whole:
@@ -485,9 +497,9 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
         if math.isclose(abs(value - key), 1, rel_tol=1e-9):
             side = "one too few" if value < key else "one too many"
             return (f"{side.capitalize()}: the answer is the exact whole number the question asks for; "
-                    f"check which way you rounded. {try_hint}.", None)
+                    f"check which way you rounded, and that no input was rounded before the last step. {try_hint}.",
+                    None)
     # 5. the right number in another unit: 33.6 read as seconds where milliseconds were meant
-    wanted = unit(question.unit or "dimensionless")
     if key and value:
         for name, scale in _ALTERNATIVES.get(wanted.dims, []):
             if not math.isclose(scale, wanted.scale, rel_tol=1e-9) and near(value * scale / wanted.scale, key,
@@ -501,7 +513,9 @@ def _numeric_feedback(question: Question, reading, key: float) -> tuple[str, Mis
                 "nearest instead.", None)
     ratio = value / key if key else math.inf
     if ratio > 0 and math.isfinite(ratio):
-        for slip, why in _UNIT_RATIOS:
+        for slip, why, counts in _UNIT_RATIOS:  # only where the question's unit can have that gap
+            if not (binary_bytes or (counts and binary_count)):
+                continue
             for r in (slip, 1 / slip):
                 if abs(ratio / r - 1) <= max(0.002, min(slack, 0.005)):
                     return f"{read_as}Off by {abs(ratio - 1):.1%} ({direction}): {why}. {try_hint}.", None
@@ -552,8 +566,6 @@ def _same_formula(a, b) -> bool:
     they must agree to the precision used. An answer that is not a finite real number at a point (an infinite
     term such as exp(9999), a log of a negative number, a division by zero, a value past about 1e301) is wrong.
     """
-    import random
-
     try:
         symbols = sorted(_formula_symbols(a) | _formula_symbols(b), key=lambda s: s.name)
         bits = _formula_bits(a) + _formula_bits(b)
@@ -627,11 +639,9 @@ def _to_mp(value):
 
 def _mp_context():
     """A thread's own mpmath context: the grader judges in several threads, and mpmath's global one is shared."""
-    import threading
-
     local = _mp_context.__dict__.setdefault("local", threading.local())
     if not hasattr(local, "context"):
-        import mpmath
+        import mpmath  # deferred: mpmath costs ~20 ms at import
 
         local.context = mpmath.MPContext()
     return local.context
@@ -755,9 +765,7 @@ class _FormulaValue:
 
 
 def _symbolic(question: Question, answer) -> Verdict:
-    import sympy
-
-    from .answers import expression
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     expr = expression(answer, question.symbols)
     names = {s: sympy.Symbol(s, positive=True) for s in question.symbols}
@@ -771,7 +779,6 @@ def _symbolic(question: Question, answer) -> Verdict:
         return Verdict(question.id, False, wrong.feedback, wrong.name, shown)
     unknown = {s.name for s in expr.free_symbols} - set(question.symbols)
     extra = f" (it uses {', '.join(sorted(unknown))}; the question's symbols are {', '.join(question.symbols)})" if unknown else ""
-    from .answers import formula_reading
 
     parsed = formula_reading(answer, question.symbols)  # '2n/3b' was read as (2*n/3)*b
     return Verdict(question.id, False, f"not equivalent to the expected expression{extra}; {_hint_call(question)}"
@@ -779,8 +786,6 @@ def _symbolic(question: Question, answer) -> Verdict:
 
 
 def _choice(question: Question, answer) -> Verdict:
-    from .answers import choice
-
     given = choice(answer, question.choices, question.synonyms)
     key = str(question.answer_key()).lower()
     if given.lower() == key:
@@ -842,8 +847,8 @@ def params_digest(params: Mapping[str, Any]) -> str:
 def _show(verdict: Verdict, record: dict) -> None:
     """In IPython: the verdict as text plus the answer record; elsewhere: print the verdict."""
     try:
-        from IPython import get_ipython
-        from IPython.display import display
+        from IPython import get_ipython  # deferred: IPython costs ~70 ms at import
+        from IPython.display import display  # deferred: IPython costs ~70 ms at import
     except ImportError:  # pragma: no cover - IPython comes with the course
         print(verdict)
         return
@@ -862,12 +867,13 @@ def ask(question_id: str, **params):
     question = current(question_id)
     if params:
         question = question.with_params(**params)
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown, display  # deferred: IPython costs ~70 ms at import
 
     choices = f"  \n*Choices: {', '.join(question.choices)}*" if question.kind == "choice" else ""
     unit = ""
     if question.kind == "numeric":
         unit = ("  \n*Answer as a plain number.*" if question.unit in (None, "dimensionless")
+                else "  \n*Answer as a factor: a plain number, or with x (1.5x).*" if question.unit == FACTOR_UNIT
                 else f"  \n*Answer in {question.unit}, or with a unit of your own.*")
     display(Markdown(f"**Question `{question.id}`** · {question.points:g} pt  \n{question.text()}{choices}{unit}"))
     if question.kind == "code":
@@ -876,7 +882,7 @@ def ask(question_id: str, **params):
     if not isinstance(question, Question):  # released without its key: check() records the answer for the grader
         display(Markdown(f"*Answer with `check({question.id!r}, answer)`: it is recorded and graded.*"))
         return None
-    import ipywidgets as w
+    import ipywidgets as w  # deferred: ipywidgets costs ~0.12 s at import
 
     box = (w.Dropdown(options=["", *question.choices], description="answer")
            if question.kind == "choice" else w.Text(placeholder="your answer", description="answer"))
@@ -888,14 +894,11 @@ def ask(question_id: str, **params):
 
     def on_check(_):
         verdict = judge(question, box.value)
-        colour = {True: "green", False: "#b00", None: "#666"}[verdict.correct]
-        import html
+        colour = "#8a5a00" if verdict.unreadable else {True: "green", False: "#b00", None: "#666"}[verdict.correct]
 
         feedback.value = f"<span style='color:{colour}'>{html.escape(str(verdict))}</span>"
 
     def on_hint(_):
-        import html
-
         text = hint(question.id)
         hints.value += f"<div>{html.escape(text)}</div>"
         if "that was the last hint" in text or "no more hints" in text or "no hints for" in text:

@@ -6,7 +6,7 @@ from ..quiz import Misconception, Question, register
 
 
 def _n():
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     return sympy.Symbol("n", positive=True)
 

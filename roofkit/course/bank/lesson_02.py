@@ -5,14 +5,14 @@ from ..quiz import Misconception, Question, register
 
 
 def _symbols(*names):
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     return sympy.symbols(" ".join(names), positive=True)
 
 
 def _square_gemm_intensity():
     """I(n, b) of an n x n x n GEMM, simplified: 2n/(3b)."""
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     n, b = _symbols("n", "b")
     return sympy.simplify(formulas.gemm(n, n, n, b).intensity)
@@ -20,7 +20,7 @@ def _square_gemm_intensity():
 
 def _batch_limit():
     """lim_{n -> oo} I of x[M, n] @ W[n, n]: 2M/b, 'intensity ~ batch' at 2 bytes."""
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     M, n, b = _symbols("M", "n", "b")
     return sympy.limit(formulas.gemm(M, n, n, b).intensity, n, sympy.oo)

@@ -164,7 +164,7 @@ register(
         params={**_H100, "dtype": "bf16", "factor": 2, "batch": 256, "k": 4096, "n": 4096},
         key=lambda hw, dtype, factor, batch, k, n: (_decode_time(batch, k, n, hw, dtype)
                                                     / _decode_time(batch, k, n, hw, dtype, factor)),
-        unit="dimensionless",
+        unit="x",  # a factor: 'no speedup' and 'the same' read as 1
         rtol=0.01,
         hints=(
             "Is the product memory- or compute-bound on the old GPU? Count its FLOPs and bytes and compare their "

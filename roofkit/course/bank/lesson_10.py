@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import formulas
+from ...catalogs.hardware import get
 from ...perf import fusion, roofline
 from ..quiz import Misconception, Question, register
 
@@ -115,8 +116,6 @@ def _softmax_cost(rows, cols, dtype):
 
 
 def _softmax_pct(rows, cols, measured_us, hw, dtype):
-    from ...catalogs.hardware import get
-
     cost = _softmax_cost(rows, cols, dtype)
     acc = get(hw)
     achieved = cost.flops / (measured_us * 1e-6)
@@ -124,8 +123,6 @@ def _softmax_pct(rows, cols, measured_us, hw, dtype):
 
 
 def _softmax_pct_of_peak(rows, cols, measured_us, hw, dtype):
-    from ...catalogs.hardware import get
-
     cost = _softmax_cost(rows, cols, dtype)
     return 100 * cost.flops / (measured_us * 1e-6) / get(hw).peak(dtype)
 

@@ -39,6 +39,14 @@ def _memory_share(model, batch, seq, hw, dtype, kv_seq=None):
     return layerview.total(placed, [n for n, p in placed.items() if p.bound == "memory"]) / layerview.total(placed)
 
 
+def _memory_share_bounds_of(model, batch, seq, hw, dtype, bounds_seq):
+    """The memory-bound ops' share of the layer's time, each op's bound taken from a prompt of ``bounds_seq``
+    tokens (the lesson's table) instead of its own: attention counted compute-bound when it is not."""
+    placed = _placed(_ops(model, batch, seq, dtype=dtype), hw, dtype)
+    other = _placed(_ops(model, batch, bounds_seq, dtype=dtype), hw, dtype)
+    return layerview.total(placed, [n for n, p in other.items() if p.bound == "memory"]) / layerview.total(placed)
+
+
 def _qkv(model, batch, seq, dtype, width=None):
     """The Q, K, V projection of a prefill: [T, d] @ [d, width], width = (H + 2 KV) d_h unless given."""
     shape = models.get(model)
@@ -183,7 +191,7 @@ def _eager_extra_us(model, batch, seq, hw, part="all"):
 
 def _graph_verdict(**_):
     """'kernel' when replaying the measured layers as CUDA graphs saves far less than their kernels' floors."""
-    from ...measure.layers import load_layers
+    from ...measure.layers import load_layers  # deferred: measure costs ~40 ms, which every quiz command would pay
 
     data, floor = load_layers(), layertime.default_calibration().floor_s
     saved = sum(c.layer_s - c.layer_graph_s for c in data.cases)
@@ -321,6 +329,13 @@ register(
                           answer=_apart(lambda model, batch, seq, hw, dtype: None if seq == _PREFILL["seq"] else
                                         _memory_share(model, batch, _PREFILL["seq"], hw, dtype),
                                         lambda **p: _memory_share(**p), 0.02)),
+            Misconception("bounds-of-the-long-prompt",
+                          "That sorts the ops as the lesson's 4096-token table does. At this prompt length some "
+                          "change side (attention's intensity grows with the prompt: at a short one it is below the "
+                          "ridge): classify each op at this prompt, attention included, then add up the times.",
+                          answer=_apart(lambda model, batch, seq, hw, dtype: None if seq == _PREFILL["seq"] else
+                                        _memory_share_bounds_of(model, batch, seq, hw, dtype, _PREFILL["seq"]),
+                                        lambda **p: _memory_share(**p), 0.02)),
             Misconception("flops-share",
                           "That is the memory-bound ops' share of the FLOPs. Their share of the time is far larger: "
                           "their time is set by their bytes.",
@@ -359,6 +374,20 @@ register(
                                         sum(_ops(model, batch, seq, dtype=dtype).values()).flops
                                         / (_layer_time(model, batch, seq, hw, dtype) * hardware.get(hw).peak(dtype)),
                                         _forward_mfu, 0.01)),
+            Misconception("training-flops",
+                          "That counts 6N FLOPs per token, a training step's (forward and backward). A forward pass "
+                          "is 2N per token. An MFU above 1 is impossible anyway: no run beats the chip's peak.",
+                          scale=3),
+            Misconception("whole-model-n",
+                          "That takes N as the whole model's parameters, the embedding and output layers included. "
+                          "This forward pass runs the layers only: N is the weights of the layers' GEMMs.",
+                          answer=_apart(lambda model, **p: _forward_mfu(model, **p) * models.get(model).params
+                                        / (models.get(model).layers * _weights_in_gemms(model)),
+                                        _forward_mfu, 0.01)),
+            Misconception("above-one",
+                          "An MFU above 1 is impossible: the model's FLOPs would run faster than the chip's peak. "
+                          "Check the FLOPs per token (2N in a forward pass) and the time (every layer).",
+                          above=1.0),
         ),
     ),
     Question(
@@ -465,6 +494,13 @@ register(
                           "True, the FP8 peak does nothing for a memory-bound kernel, but FP8 weights are half the "
                           "bytes: the memory-bound GEMMs get faster through their traffic.",
                           answer=lambda **p: 1.0),
+            Misconception("worked-example",
+                          "That is the worked example's figure, for its own context (4096 tokens, batch 1, Llama 3 "
+                          "8B on an H100). Redo its steps with this question's numbers: the cache's share of the step "
+                          "changes with the context and the batch, and FP8 does not shrink it.",
+                          answer=_apart(lambda **p: _fp8_speedup(_MODEL, 1, 1, "h100", kv_seq=4096),
+                                        lambda model, batch, context, hw:
+                                        _fp8_speedup(model, batch, 1, hw, kv_seq=context), 0.01)),
         ),
     ),
     # --- predicted against a real H200 -------------------------------------------------------
@@ -657,6 +693,10 @@ register(
                           "throughput times the batch. Compute the step at this batch.",
                           answer=_apart(lambda batch, **p: batch * _decode_throughput(batch=1, **p),
                                         lambda **p: _decode_throughput(**p, skip=("attn",)), 0.02)),
+            Misconception("one-sequence",
+                          "That is one sequence's rate, 1 / (the step's time): each decode step makes a token for "
+                          "every sequence of the batch. Multiply by the batch.",
+                          answer=lambda batch, **p: None if batch == 1 else _decode_throughput(batch=batch, **p) / batch),
         ),
         points=2,
     ),

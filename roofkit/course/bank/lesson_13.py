@@ -44,6 +44,20 @@ def _kv_sequence(model, context):
     return kvcache.bytes_per_sequence(model, context)
 
 
+def _datasheet(hw, reserve=memory.RESERVE):
+    """The reserve that leaves the datasheet's capacity x (1 - reserve) of the card's reported memory: the plan
+    of a learner who took the datasheet's 80 GB for what an H100 reports (85.5 GB). None where they agree."""
+    acc = hardware.get(hw)
+    if not acc.memory_bytes or math.isclose(acc.memory_bytes, acc.capacity_bytes, rel_tol=1e-9):
+        return None
+    return 1 - (1 - reserve) * acc.memory_bytes / acc.capacity_bytes
+
+
+_DATASHEET_MEMORY = ("That takes the datasheet's memory (80 GB on an H100) for the card's. Plan with the memory the "
+                     "card reports (nvidia-smi, the catalog's capacity), which is larger; then keep 10% of it in "
+                     "reserve.")
+
+
 def _max_batch(model, hw, context, reserve=memory.RESERVE, twin=None):
     return memory.max_batch(twin or model, hw, 1, context, reserve=reserve)
 
@@ -59,6 +73,12 @@ def _attention(model, context, kv_dtype):
 
 def _sequence_intensity(model, context):
     return latency.decode_cost(model, context).intensity
+
+
+def _sequence_intensity_all_params(model, context):
+    """The same, with 2 FLOPs for the input embedding's parameters too (it is a lookup)."""
+    c, m = latency.decode_cost(model, context), models.get(model)
+    return (c.flops_per_sequence + 2 * m.vocab * m.d_model) / c.bytes_per_sequence
 
 
 def _throughput(model, hw, batch, context):
@@ -233,6 +253,9 @@ register(
                           "head between 4 query heads (GQA): its cache is 4 times smaller.",
                           answer=_unless_key(lambda model, **p: _max_batch(model, **p, twin=kvcache.with_kv_heads(
                               model, models.get(model).heads)), _max_batch)),
+            Misconception("datasheet-memory", _DATASHEET_MEMORY,
+                          answer=_unless_key(lambda hw, **p: None if _datasheet(hw) is None else
+                                             _max_batch(hw=hw, **p, reserve=_datasheet(hw)), _max_batch)),
         ),
     ),
     # --- 4. latency against throughput -----------------------------------------------------------------------
@@ -271,7 +294,8 @@ register(
         lesson="13",
         kind="numeric",
         prompt=("{model_name} decodes on an H100 in BF16, every sequence with {context} tokens cached. One more "
-                "sequence in the batch adds FLOPs (2 per parameter, and its attention) and bytes (its cache read, "
+                "sequence in the batch adds FLOPs (2 per weight it multiplies by: the layers' and the output "
+                "layer's, not the input embedding, a table lookup; and its attention) and bytes (its cache read, "
                 "its activations). How many FLOPs does it add per byte?"),
         params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "context": 8192},
         variants={"context": (2048, 4096, 32768)},
@@ -287,6 +311,11 @@ register(
                           "billions) over a cache read of about a gigabyte. Tens of FLOPs per byte, still far below "
                           "the ridge, which is why decode stays memory-bound.",
                           answer=lambda **p: 1.0),
+            Misconception("embedding-multiplied",
+                          "That counts 2 FLOPs for every parameter, the input embedding's too. The embedding is a "
+                          "table lookup: a token reads its row and multiplies nothing. Count the layers' weights and "
+                          "the output layer's.",
+                          answer=lambda model, context, **_: _sequence_intensity_all_params(model, context)),
         ),
     ),
     Question(
@@ -475,7 +504,7 @@ register(
                 "usd": 2.5},
         variants={"usd": (2.0, 3.5), "input_tokens": (128, 2048)},
         key=lambda **p: _cost(**p),
-        unit="dimensionless",
+        unit="USD per million tokens",  # '$0.032', '$0.032 per million tokens', '3.2 cents' all read as asked
         rtol=0.02,
         hints=("Tokens in an hour: tokens/s x 3,600.",
                "Dollars per token: the hour's price over the hour's tokens; times a million."),
@@ -633,6 +662,10 @@ register(
                           "BF16, 0.5 + 2/128 in INT4 with its scales, and 2 bytes for the embeddings and output layer.",
                           answer=_unless_key(lambda weights_dtype, **p: memory.min_gpus(weights_dtype="fp8", **p),
                                              lambda **p: memory.min_gpus(**p))),
+            Misconception("datasheet-memory", _DATASHEET_MEMORY,
+                          answer=_unless_key(lambda hw, **p: None if _datasheet(hw) is None else
+                                             memory.min_gpus(hw=hw, **p, reserve=_datasheet(hw)),
+                                             lambda **p: memory.min_gpus(**p))),
         ),
         points=2,
     ),
@@ -660,6 +693,10 @@ register(
             Misconception("bf16-weights",
                           "That leaves the weights in BF16. In INT4 they take about a quarter of that memory.",
                           answer=_unless_key(lambda weights_dtype, **p: _max_context(weights_dtype="bf16", **p),
+                                             lambda **p: _max_context(**p))),
+            Misconception("datasheet-memory", _DATASHEET_MEMORY,
+                          answer=_unless_key(lambda hw, **p: None if _datasheet(hw) is None else
+                                             _max_context(hw=hw, **p, reserve=_datasheet(hw)),
                                              lambda **p: _max_context(**p))),
         ),
         points=2,
