@@ -136,14 +136,14 @@ __all__ = [
 
 def hw(name: str):
     """The catalog's accelerator called ``name``: ``roofkit.hw("H100").peak("bf16")``."""
-    from .catalogs.hardware import get
+    from .catalogs.hardware import get  # deferred: import roofkit loads no submodule
 
     return get(name)
 
 
 def model(name: str):
     """The catalog's model called ``name``: ``roofkit.model("llama-3-8b").params``."""
-    from .catalogs.models import get
+    from .catalogs.models import get  # deferred: import roofkit loads no submodule
 
     return get(name)
 

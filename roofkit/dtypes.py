@@ -14,6 +14,7 @@ weights are multiplied in BF16 or FP8, see :mod:`roofkit.inference.weights`).
 from __future__ import annotations
 
 from .errors import UnknownPrecision
+from .units import positive
 
 __all__ = ["PRECISIONS", "canonical", "bytes_per_element", "aliases"]
 
@@ -59,7 +60,6 @@ def bytes_per_element(precision) -> float:
     """Bytes one element occupies: a precision name, or a positive number passed through."""
     if isinstance(precision, str):
         return PRECISIONS[canonical(precision)]
-    from .units import positive
 
     return positive(precision, "bytes_per_element")
 

@@ -154,7 +154,7 @@ def _flag(value, name: str) -> bool:
 def _ceil(x):
     """Ceiling of a number, a numpy array or a sympy expression."""
     if is_symbolic(x):
-        import sympy
+        import sympy  # deferred: sympy costs ~0.25 s at import
 
         return sympy.ceiling(x)
     if isinstance(x, (int, float)):
@@ -344,7 +344,7 @@ def attention_naive(batch, heads, seq, head_dim, bytes_per_element=2, kv_seq=Non
 def _floor(x):
     """Floor of a number, a numpy array or a sympy expression."""
     if is_symbolic(x):
-        import sympy
+        import sympy  # deferred: sympy costs ~0.25 s at import
 
         return sympy.floor(x)
     if isinstance(x, (int, float)):
@@ -626,7 +626,7 @@ def symbolic(fn, **fixed):
     >>> symbolic(attention_fused, batch=1, heads=1)
     Cost(flops=4*d_h*s**2 + 5*s**2, bytes=4*b*d_h*s)
     """
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     parameters = inspect.signature(fn).parameters
     unknown = set(fixed) - set(parameters)

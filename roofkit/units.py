@@ -56,7 +56,7 @@ def _check(value, name: str, ok, what: str):
             raise InvalidValue(f"{name} must be {what}; got {value!r}.")
         return value
     if type(value).__module__ == "numpy":
-        import numpy as np
+        import numpy as np  # deferred: numpy costs ~80 ms at import
 
         array = np.asarray(value)
         if array.dtype.kind not in "iuf" or array.size == 0:
@@ -110,7 +110,7 @@ def quantity(text, unit: str, name: str = "value") -> float:
     be in ``unit`` already; a positive number is required. A quantity whose dimension differs from ``unit``
     raises UnitMismatch naming both.
     """
-    from .quantities import read  # a foundation too: it imports only roofkit.errors
+    from .quantities import read  # deferred: ~12 ms that hw list never needs (a foundation too)
 
     if not isinstance(text, str):
         return positive(text, name)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import io
 import re
+import tokenize
 import types
 from pathlib import Path
 from typing import Callable
@@ -353,3 +355,124 @@ def test_the_checker_finds_a_public_name_that_is_not_its_home():
     assert alias_mismatches({"roofline": "plots.roofline"}) == []
     assert alias_mismatches({"roofline": "perf.fusion"}) == ["roofkit.roofline is not roofkit.perf.fusion"]
     assert resolve("roofkit.inference.kvcache.kv_bytes", FOUND, roofkit.home) == "roofkit.perf.inference.kvcache"
+
+
+# --- imports inside functions ----------------------------------------------------------------------------------
+
+
+def uncommented_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """Each import statement inside a function of ``path`` with no comment on its lines: 'file:line: statement'.
+
+    An import belongs at the top of its module; one inside a function says why on its own line
+    (``import sympy  # deferred: sympy costs ~0.25 s at import``), as docs/architecture.md asks.
+    """
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    commented = {token.start[0] for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                 if token.type == tokenize.COMMENT}
+    found = set()
+    for function in ast.walk(ast.parse(text, str(path))):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and \
+                        not commented & set(range(node.lineno, node.end_lineno + 1)):
+                    found.add((node.lineno, lines[node.lineno - 1].strip()))
+    where = path.relative_to(root) if path.is_relative_to(root) else path
+    return [f"{where}:{line}: {statement}" for line, statement in sorted(found)]
+
+
+def test_every_import_inside_a_function_says_why():
+    bad = [entry for path, _ in FOUND.values() for entry in uncommented_imports(path)]
+    assert not bad, ("imports inside functions without a comment saying why (move each to the top of its module, "
+                     "or say why it waits: docs/architecture.md):\n" + "\n".join(bad))
+
+
+def test_the_checker_finds_an_import_inside_a_function_without_a_comment(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import os\n\n\ndef f():\n    import json\n    import re  # deferred: a reason\n"
+                      "    from math import (\n        pi,  # the only name\n    )\n    return json, re, pi\n\n\n"
+                      "g = lambda: __import__('os')\n", encoding="utf-8")
+    assert uncommented_imports(source, tmp_path) == ["m.py:5: import json"]
+
+
+# --- the name-to-file table ------------------------------------------------------------------------------------
+
+
+def read_name_table(text: str) -> dict[str, str]:
+    """The table of docs/architecture.md whose header reads ``| public name | file |``: name -> file.
+
+    Each cell's first backticked text counts: ``roofkit.hw(name)`` is ``roofkit.hw``, and a note after the file
+    is left out.
+    """
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if [c.strip().lower() for c in line.strip().strip("|").split("|")] == ["public name", "file"]), None)
+    if start is None:
+        raise AssertionError("no '| public name | file |' table in the document")
+    table = {}
+    for line in lines[start + 2:]:
+        if not line.strip().startswith("|"):
+            break
+        name, where = (re.search(r"`([^`(]+)", cell).group(1) for cell in line.strip().strip("|").split("|")[:2])
+        table[name] = where
+    return table
+
+
+def expected_names(public: dict[str, str], prefixes: dict[str, str], found, root: str = "roofkit") -> dict[str, str]:
+    """Every public name -> the file that defines it: each name of ``public``, each child module of a public
+    package (not a private one, _name), each prefix (``lesson_NN``), and ``hw`` and ``model``."""
+    files = {module: path.relative_to(ROOT).as_posix() for module, (path, _) in found.items()}
+    names = {}
+    for name, where in public.items():
+        home = f"{root}.{where}"
+        names[f"{root}.{name}"] = files[home]
+        if found[home][1]:  # a package: its children follow it
+            for module in sorted(found):
+                child = module[len(home) + 1:]
+                if module.startswith(home + ".") and "." not in child and not child.startswith("_") \
+                        and f"{name}.{child}" not in public:
+                    names[f"{root}.{name}.{child}"] = files[module]
+    for prefix, target in prefixes.items():
+        names[f"{root}.{prefix}NN"] = f"{root}/{target.replace('.', '/')}NN.py"
+    names[f"{root}.hw"] = names[f"{root}.model"] = files[root]
+    return names
+
+
+def name_table_mismatches(table: dict[str, str], expected: dict[str, str]) -> list[str]:
+    """Each public name the table leaves out, gives the wrong file, or has that is no public name."""
+    bad = [f"{name}: missing (its file: {where})" for name, where in expected.items() if name not in table]
+    bad += [f"{name}: {table[name]}, not {where}" for name, where in expected.items()
+            if name in table and table[name] != where]
+    bad += [f"{name}: no public name" for name in table if name not in expected]
+    return bad
+
+
+def test_the_document_gives_every_public_name_its_file():
+    table = read_name_table(DOC.read_text(encoding="utf-8"))
+    expected = expected_names(roofkit.PUBLIC, roofkit.PUBLIC_PREFIXES, FOUND)
+    bad = name_table_mismatches(table, expected)
+    assert not bad, "docs/architecture.md's table of public names and files is out of date:\n" + "\n".join(bad)
+    for name, where in table.items():
+        if "NN" in where:  # a prefix: every lesson's bank is there
+            banks = sorted(ROOT.glob(where.replace("NN", "[0-9][0-9]")))
+            assert banks and all(roofkit.home(f"{name[len('roofkit.'):].replace('NN', p.stem[-2:])}")
+                                 == f"course.bank.{p.stem}" for p in banks), name
+        else:
+            assert (ROOT / where).is_file(), f"{name}: {where} does not exist"
+    assert roofkit.hw.__module__ == roofkit.model.__module__ == "roofkit"
+    assert roofkit.home("inference.kvcache") == "perf.inference.kvcache"
+    assert table["roofkit.inference.kvcache"] == "roofkit/perf/inference/kvcache.py"
+
+
+def test_the_checker_finds_a_stale_name_table():
+    doc = ("| public name | file |\n| --- | --- |\n| `roofkit.hw(name)` | `roofkit/__init__.py` (a note) |\n"
+           "| `roofkit.gone` | `roofkit/gone.py` |\n")
+    table = read_name_table(doc)
+    assert table == {"roofkit.hw": "roofkit/__init__.py", "roofkit.gone": "roofkit/gone.py"}
+    expected = {"roofkit.hw": "roofkit/__init__.py", "roofkit.links": "roofkit/catalogs/links.py"}
+    assert name_table_mismatches(table, expected) == ["roofkit.links: missing (its file: roofkit/catalogs/links.py)",
+                                                      "roofkit.gone: no public name"]
+    assert name_table_mismatches({**table, "roofkit.links": "roofkit/links.py"}, expected)[0] == \
+        "roofkit.links: roofkit/links.py, not roofkit/catalogs/links.py"
+    with pytest.raises(AssertionError, match="no '| public name"):
+        read_name_table("| a | b |\n| --- | --- |\n")

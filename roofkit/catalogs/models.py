@@ -29,6 +29,7 @@ the embeddings, the output layer unless it is tied, and the final norm.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import tomllib
@@ -124,7 +125,7 @@ class Model:
     @property
     def params_per_layer(self) -> int:
         """Weights of one decoder layer: attention and MLP matrices, biases, norms (layers that are all alike)."""
-        from ..formulas import transformer_layer_params
+        from ..formulas import transformer_layer_params  # deferred: formulas imports numpy
 
         if self.mla or self.moe:
             raise InvalidValue(f"{self.name}'s layers differ (dense and mixture-of-experts layers, latent attention): "
@@ -135,7 +136,7 @@ class Model:
 
     def _layers_params(self, routed: int | None = None) -> tuple[int, int]:
         """(matrix weights, norm and router vectors) of all decoder layers; ``routed`` experts per MoE layer."""
-        from ..formulas import transformer_layer_params
+        from ..formulas import transformer_layer_params  # deferred: formulas imports numpy
 
         d, H, L, m = self.d_model, self.heads, self.layers, (3 if self.gated else 2)
         if not (self.mla or self.moe):  # vectors: the norms' weights (and biases, GPT-2/3)
@@ -246,8 +247,8 @@ class Model:
         (``routing``: how the tokens spread over the experts); ``dense=True`` gives one of its
         first ``dense_layers``, which keep a dense MLP of width d_ff.
         """
-        from ..formulas import transformer_layer_ops
-        from ..routing import moe_mlp_ops
+        from ..formulas import transformer_layer_ops  # deferred: formulas imports numpy
+        from ..routing import moe_mlp_ops  # deferred: routing pulls in numpy (through formulas)
 
         if self.mla:
             raise InvalidValue(f"{self.name}: its layers (latent attention) are not modelled op by op; roofkit counts "
@@ -383,8 +384,6 @@ def load_file(path) -> Model:
     is a Hugging Face ``config.json`` (:func:`from_hf_config`), or a table in the
     catalog's format when it has ``d_model``.
     """
-    import json
-
     p = pathlib.Path(path)
     if not p.is_file():
         raise InvalidValue(f"model file {str(p)!r} does not exist; give a catalog name ({', '.join(names()[:4])}, "

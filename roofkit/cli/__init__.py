@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from .. import __version__
 from ..errors import RoofkitError
 from ._common import EXIT_USAGE, Parser, human, json_flag, one_line
 
@@ -45,7 +46,6 @@ def build_parser() -> Parser:
     common = json_flag()
     parser = Parser(prog="roofkit", description="Performance modeling for GPUs: FLOPs, bytes, rooflines, "
                     "precision, MFU and training cost.", parents=[common])
-    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"roofkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

@@ -62,7 +62,7 @@ def size(name):
     """An argparse type: '4096', '4e9', '70B' -> a positive number, or our one-line message."""
 
     def parse(text):
-        from ..units import size as read_size
+        from ..units import size as read_size  # deferred: import roofkit.cli loads no module but errors
 
         try:
             return read_size(text, name)
@@ -76,7 +76,7 @@ def number(name):
     """An argparse type: a plain positive number such as 0.4 or 2.5."""
 
     def parse(text):
-        from ..units import positive
+        from ..units import positive  # deferred: import roofkit.cli loads no module but errors
 
         try:
             return positive(float(text), name)

@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidValue
 from ._common import emit, number
 
 
 def _points(specs: list[str] | None) -> dict[str, float]:
     """--points ID=P (repeatable) -> {ID: P}."""
-    from ..errors import InvalidValue
-
     out = {}
     for spec in specs or []:
         qid, _, value = spec.partition("=")
@@ -26,7 +25,7 @@ def _points(specs: list[str] | None) -> dict[str, float]:
 
 
 def cmd_assign(args) -> None:
-    from ..grading import assign
+    from ..grading import assign  # deferred: loaded only when this command runs
 
     summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
                           roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root,
@@ -50,8 +49,7 @@ def cmd_assign(args) -> None:
 
 
 def cmd_grade(args) -> None:
-    from ..errors import InvalidValue
-    from ..grading import execute, grade, shard
+    from ..grading import execute, grade, shard  # deferred: loaded only when this command runs
 
     if args.merge:
         if args.submissions or args.assignment or args.shard or args.bank or args.feedback or args.sandbox:
@@ -59,7 +57,7 @@ def cmd_grade(args) -> None:
                                "the shards already hold the grading.")
         summary = shard.merge(args.merge, out=args.out, secret_file=args.secret_file)
         if args.export:
-            from ..grading import export
+            from ..grading import export  # deferred: loaded only when this command runs
 
             summary["exports"] = export.main(args.out, args.export, assignment=summary["assignment"],
                                              people=summary.pop("people", None), column=args.lms_column,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..errors import InvalidValue, RoofkitError
+from ..units import size
 from ._common import count, emit, human, table
 
 _WITH_UNIT = re.compile(r"^\s*([0-9.]+(?:e[-+]?\d+)?)\s*([kmgtp])(i?)b\s*$", re.I)
@@ -12,9 +14,6 @@ _WITH_UNIT = re.compile(r"^\s*([0-9.]+(?:e[-+]?\d+)?)\s*([kmgtp])(i?)b\s*$", re.
 
 def _bytes(text):
     """An argparse type: '1e9', '256M' (x1e6), '1GB' (x1e9) or '1GiB' (x2**30) -> bytes."""
-    from ..errors import RoofkitError
-    from ..units import size
-
     match = _WITH_UNIT.match(text)
     try:
         if match:
@@ -38,9 +37,8 @@ def _mode(calibrated: bool) -> tuple[str, str]:
 
 
 def _hierarchical(args) -> None:
-    from ..perf import comms
-    from ..catalogs import links
-    from ..errors import InvalidValue
+    from ..perf import comms  # deferred: loaded only when this command runs
+    from ..catalogs import links  # deferred: loaded only when this command runs
 
     intra, inter = links.get(args.link), links.get(args.inter)
     node = intra.gpus
@@ -71,9 +69,8 @@ def _hierarchical(args) -> None:
 
 
 def cmd_comm(args) -> None:
-    from ..perf import comms
-    from ..catalogs import links
-    from ..errors import InvalidValue
+    from ..perf import comms  # deferred: loaded only when this command runs
+    from ..catalogs import links  # deferred: loaded only when this command runs
 
     if args.nodes is not None and args.inter is None:
         link = links.get(args.link)
@@ -100,8 +97,7 @@ def cmd_comm(args) -> None:
 
 def _network(link) -> str:
     """The first scale-out network of an accelerator that has ``link`` (for --nodes without --inter)."""
-    from ..catalogs import hardware, links
-    from ..errors import InvalidValue
+    from ..catalogs import hardware, links  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     for acc in hardware.catalog():
         have = [x.key for x in links.for_accelerator(acc)]

@@ -12,7 +12,7 @@ def _output(args, cost) -> None:
     rows = [("FLOPs", human(data["flops"], "FLOP")), ("bytes moved", human(data["bytes"], "B")),
             ("intensity", f"{data['intensity']:.4g} FLOP/byte")]
     if args.hw:
-        from ..perf.roofline import analyze
+        from ..perf.roofline import analyze  # deferred: perf.roofline imports numpy
 
         placed = analyze(cost, args.hw, args.dtype)
         data.update(
@@ -35,13 +35,13 @@ def _output(args, cost) -> None:
 
 
 def cmd_gemm(args) -> None:
-    from .. import formulas
+    from .. import formulas  # deferred: formulas imports numpy
 
     _output(args, formulas.gemm(args.m, args.n, args.k, args.dtype))
 
 
 def cmd_elementwise(args) -> None:
-    from .. import formulas
+    from .. import formulas  # deferred: formulas imports numpy
 
     _output(args, formulas.elementwise(args.n, args.flops_per_element, args.reads, args.writes, args.dtype))
 

@@ -6,7 +6,7 @@ from ._common import emit
 
 
 def cmd_build(args) -> None:
-    from ..course.build import build
+    from ..course.build import build  # deferred: loaded only when this command runs
 
     report = build(args.root, check=args.check, only=args.lesson or None, progress=not getattr(args, "json", False),
                    outputs_too=args.check and not args.sources_only, remeasure=args.remeasure)
@@ -26,7 +26,7 @@ def cmd_build(args) -> None:
 
 
 def cmd_site(args) -> None:
-    from ..course.site import build_site
+    from ..course.site import build_site  # deferred: loaded only when this command runs
 
     pages = build_site(args.root, args.out, progress=not getattr(args, "json", False))
     emit(args, {"index": str(pages[0]), "pages": [str(p) for p in pages]},

@@ -6,7 +6,7 @@ from ._common import emit, table
 
 
 def cmd_format(args) -> None:
-    from ..perf import precision
+    from ..perf import precision  # deferred: perf.precision imports numpy
 
     fmt = precision.get(args.name)
     data = fmt.to_dict()

@@ -6,7 +6,7 @@ from ._common import Parser, emit, human, table
 
 
 def cmd_list(args) -> None:
-    from ..catalogs import hardware
+    from ..catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     accs = hardware.catalog()
     data = {"accelerators": [{"name": a.key, "full_name": a.name, "aliases": list(a.aliases)} for a in accs]}
@@ -15,7 +15,7 @@ def cmd_list(args) -> None:
 
 
 def cmd_show(args) -> None:
-    from ..catalogs import hardware
+    from ..catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     acc = hardware.get(args.name)
     data = acc.to_dict()

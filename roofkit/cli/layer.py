@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidValue
 from ._common import count, emit, human
 
 
@@ -14,9 +15,8 @@ def _phase(t) -> str:
 
 
 def cmd_layer(args) -> None:
-    from ..catalogs import hardware, models
-    from ..perf import layertime
-    from ..errors import InvalidValue
+    from ..catalogs import hardware, models  # deferred: catalogs.hardware pulls in numpy (through formulas)
+    from ..perf import layertime  # deferred: perf.layertime pulls in numpy (through formulas)
 
     if args.profile and not args.calibrated:
         raise InvalidValue("--profile PATH gives the calibration: use it with --calibrated.")

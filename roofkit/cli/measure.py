@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..errors import InvalidValue
 from ._common import emit
 
 
 def cmd_measure(args) -> None:
-    from pathlib import Path
-
-    from .. import measure
-    from ..errors import InvalidValue
+    from .. import measure  # deferred: measure pulls in numpy (through formulas)
 
     if args.comms:  # processes exchanging messages instead of the roofline
-        from ..measure.comms import cli_run
+        from ..measure.comms import cli_run  # deferred: measure.comms pulls in numpy (through formulas)
 
         return emit(args, *cli_run(args.quick, args.comms if isinstance(args.comms, str) else None, args.save))
     if args.save and not Path(args.save).resolve().parent.is_dir():  # fail before a minute of measuring

@@ -8,7 +8,7 @@ from ._common import count, emit, human, number, size, table
 
 
 def cmd_parallel(args) -> None:
-    from ..perf import parallel
+    from ..perf import parallel  # deferred: loaded only when this command runs
 
     plan = parallel.plan(args.model, args.hw, args.gpus, args.global_batch_tokens, args.seq, tp=args.tp, pp=args.pp,
                          dp=args.dp, cp=args.cp, ep=args.ep, zero=args.zero, microbatches=args.microbatches,

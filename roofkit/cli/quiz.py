@@ -6,13 +6,14 @@ answered), and 2 when the answer cannot be read at all.
 
 from __future__ import annotations
 
+from ..errors import InvalidValue
 from ._common import Parser, count, emit, table
 
 EXIT_WRONG = 1
 
 
 def cmd_list(args) -> None:
-    from ..course import quiz
+    from ..course import quiz  # deferred: loaded only when this command runs
 
     items = [q.to_dict() for q in quiz.questions(args.lesson)]
     emit(args, {"questions": items},
@@ -20,8 +21,7 @@ def cmd_list(args) -> None:
 
 
 def cmd_check(args) -> None:
-    from ..course import quiz
-    from ..errors import InvalidValue
+    from ..course import quiz  # deferred: loaded only when this command runs
 
     question = quiz.get(args.id)
     if question.kind == "code":
@@ -37,7 +37,7 @@ def cmd_check(args) -> None:
 
 
 def cmd_hint(args) -> None:
-    from ..course import quiz
+    from ..course import quiz  # deferred: loaded only when this command runs
 
     question = quiz.get(args.id)
     text = quiz.hint_text(question, args.n)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import InvalidValue, RoofkitError
+from ..units import size
 from ._common import count, emit, human, number, table
 
 
@@ -11,9 +13,6 @@ def tokens(name):
     """An argparse type: a whole number of tokens written as 8192, 8e3 or 32,768."""
 
     def parse(text):
-        from ..errors import RoofkitError
-        from ..units import size
-
         try:
             value = size(text, name)
         except RoofkitError as error:
@@ -34,9 +33,8 @@ def _rate(value) -> str:
 
 
 def cmd_serve(args) -> None:
-    from ..catalogs import hardware, models
-    from ..errors import InvalidValue
-    from ..perf.inference import serve
+    from ..catalogs import hardware, models  # deferred: catalogs.hardware pulls in numpy (through formulas)
+    from ..perf.inference import serve  # deferred: perf.inference pulls in numpy (through formulas)
 
     if args.input_tokens is not None and args.output_tokens is None:
         raise InvalidValue("--input-tokens needs --output-tokens: a workload is I input and O output tokens.")

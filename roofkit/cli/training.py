@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidValue
 from ._common import emit, number, size, table
 
 
 def _params(args):
     """N from --params, or from --model (a catalog name or a model file; a mixture of experts: its active weights)."""
-    from ..catalogs import models
-    from ..errors import InvalidValue
+    from ..catalogs import models  # deferred: loaded only when this command runs
 
     if (args.params is None) == (args.model is None):
         raise InvalidValue("give either --params N or --model NAME|FILE (not both): the parameters of 6ND.")
@@ -19,7 +19,7 @@ def _params(args):
 
 
 def cmd_train(args) -> None:
-    from ..perf import training
+    from ..perf import training  # deferred: perf.training imports numpy
 
     est = training.estimate(_params(args), args.tokens, hw=args.hw, dtype=args.dtype, mfu=args.mfu,
                             gpus=args.gpus, usd_per_gpu_hour=args.usd_per_gpu_hour)
@@ -35,7 +35,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_mfu(args) -> None:
-    from ..perf import training
+    from ..perf import training  # deferred: perf.training imports numpy
 
     report = training.mfu_report(args.params, args.tokens_per_s, args.gpus, args.hw, args.dtype)
     rows = [("MFU", f"{report['mfu']:.1%}"), ("plausible", "yes" if report["plausible"] else "no")]

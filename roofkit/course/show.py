@@ -24,7 +24,7 @@ __all__ = ["Math", "math", "latex"]
 
 def latex(expr: Any) -> str:
     """LaTeX for a sympy expression, or for anything sympy can read (a number, an equation)."""
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     if isinstance(expr, str):
         expr = sympy.sympify(expr)
@@ -62,7 +62,7 @@ class Math:
         self.rows = [(None if n is None else str(n), value) for n, value in rows]
 
     def _lines(self):
-        import sympy
+        import sympy  # deferred: sympy costs ~0.25 s at import
 
         for name, value in self.rows:
             plain = sympy.sstr(value) if not isinstance(value, str) else value
@@ -90,6 +90,6 @@ class Math:
 
 def math(expr: Any, name: str | None = None) -> None:
     """Display ``name = expr`` as typeset math (or, given a mapping ``{name: expr}``, one aligned row each)."""
-    from IPython.display import display
+    from IPython.display import display  # deferred: IPython costs ~70 ms at import
 
     display(Math(expr, name))

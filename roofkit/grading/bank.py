@@ -30,8 +30,10 @@ import sys
 import threading
 from pathlib import Path
 
+from ..course import quiz
 from ..errors import InvalidValue, RoofkitError
-from . import probe, stripped
+from . import probe, stripped, variants
+from .release import spec
 
 __all__ = ["load", "forget", "files", "public_digest", "source_digest", "Bank"]
 
@@ -56,9 +58,6 @@ def files(path: str | Path) -> list[Path]:
 
 def _run(path: Path, text: str) -> list[str]:
     """Execute one bank file; the ids of the questions it registered."""
-    from ..course import quiz
-    from . import variants
-
     before = {q.id for q in quiz.questions()}
     name = f"{probe.BANK_MODULE_PREFIX}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -93,8 +92,6 @@ def _line_of(error: BaseException, path: Path) -> int | None:
 
 def load(path: str | Path) -> list:
     """Register the private questions of ``path`` (a file or folder) in this process; return them."""
-    from ..course import quiz
-
     ids: list[str] = []
     for file in files(path):
         text = file.read_text(encoding="utf-8")
@@ -129,8 +126,6 @@ def load(path: str | Path) -> list:
 
 def forget(path: str | Path) -> None:
     """Unregister the questions of a bank this process loaded (a long-lived session, the tests)."""
-    from ..course import quiz
-
     with _lock:
         for file in files(path):
             _, ids = _loaded.pop(str(file), (None, []))
@@ -148,8 +143,6 @@ def source_digest(path: str | Path) -> str:
 
 def public_digest(questions) -> str:
     """What students see of these questions (prompts, numbers, choices, hints, points), never their keys."""
-    from .release import spec
-
     seen = [{"id": q.id, "spec": spec(q), "variants": {k: [str(v) for v in vs] for k, vs in sorted(q.variants.items())}}
             for q in sorted(questions, key=lambda q: q.id)]
     return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -16,13 +16,20 @@ needs must be defined or imported inside it.
 from __future__ import annotations
 
 import ast
+import builtins
+import importlib
 import json
 import math
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
+
+import roofkit
+
+from . import probe
 
 __all__ = ["run", "child"]
 
@@ -39,13 +46,9 @@ class _Namespace(dict):
 
     def __missing__(self, name):
         if name == "h100":
-            import roofkit
-
             self[name] = roofkit.hw("h100")
             return self[name]
         if name in _PRELUDE:
-            import importlib
-
             self[name] = importlib.import_module(_PRELUDE[name])
             return self[name]
         raise KeyError(name)
@@ -84,8 +87,6 @@ def _value(result):
 def _error_text(error: BaseException) -> str:
     """'ValueError: text' for an exception of Python's own; a class the student's code made is not named (its name
     and text could carry anything the code read or computed, a hidden case's arguments for one)."""
-    import builtins
-
     kind = type(error)
     if getattr(builtins, kind.__name__, None) is kind:
         try:
@@ -141,10 +142,6 @@ def run(items: list[dict], *, box, case_s: float = 2.0, startup_s: float = 30.0,
     roofkit without its question bank; what the grader's watch reports from it (:mod:`roofkit.grading.probe`)
     is appended to ``probes``.
     """
-    import subprocess
-
-    from . import probe
-
     if not items:
         return {}
     budget = startup_s + case_s * sum(len(item["cases"]) for item in items) + 2

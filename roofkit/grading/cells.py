@@ -17,6 +17,7 @@ moving, duplicating or retyping an answer cell does not lose its answer.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -97,8 +98,6 @@ class Integrity:
 
 def _longest_increasing(sequence: list[int]) -> set[int]:
     """Positions (in ``sequence``) of one longest strictly increasing subsequence."""
-    import bisect
-
     tails: list[int] = []  # tails[k]: index in sequence of the smallest tail of a run of length k+1
     parent = [-1] * len(sequence)
     for i, value in enumerate(sequence):

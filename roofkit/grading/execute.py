@@ -18,6 +18,7 @@ cells that ran, and why execution stopped early, if it did.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import shutil
@@ -26,13 +27,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from queue import Empty
 
 __all__ = ["Limits", "Run", "Box", "main", "sandbox_env", "sandbox_settings", "make_folder", "kill_strays",
            "error_name"]
 
+from .. import errors
+from . import jail, probe, sandbox, stripped
+from .files import clean
+from .jail import PREFIX, hold_lock, kill_marked
+from .release import KEYS_LOG
 from .sandbox import TRUNCATED
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
@@ -94,8 +101,6 @@ class Run:
 
     def to_dict(self) -> dict:
         """Everything but the records themselves (their number only): what a result file keeps."""
-        from dataclasses import fields
-
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
         data = json.loads(json.dumps(data, default=str))
         data["records"] = len(self.records)
@@ -104,10 +109,6 @@ class Run:
 
 def error_name(text: str) -> str:
     """'ValueError: ...' -> 'ValueError' for Python's own exceptions and roofkit's; anything else is unnamed."""
-    import builtins
-
-    from .. import errors
-
     name = str(text).split(":", 1)[0].strip()
     known = getattr(builtins, name, None)
     if isinstance(known, type) and issubclass(known, BaseException) or \
@@ -119,8 +120,6 @@ def error_name(text: str) -> str:
 def _package_copy(folder: str, uid: int | None) -> str:
     """Without a sandbox: a copy of the bank-less roofkit for this kernel alone, read-only (a kernel that rewrites
     the copy all kernels share would change what its classmates' kernels run)."""
-    from . import stripped
-
     target = os.path.join(folder, "pkg")
     shutil.copytree(stripped.package(), target)
     for path, dirs, files in os.walk(target):
@@ -137,8 +136,6 @@ def sandbox_settings(limits: Limits, folder: str, jail=None, host_package: str |
     private bank (Landlock), and reports any attempt to (the watch, given the hashes of those paths only).
     ``jail``: the :class:`~roofkit.grading.jail.Jail` it runs in (its user, where it sees the package).
     """
-    from . import probe, sandbox, stripped
-
     host_package = host_package or stripped.package()
     package = jail.package(host_package) if jail is not None else host_package
     hidden = stripped.hidden()
@@ -201,9 +198,7 @@ def make_folder(notebook, uid: int | None = None) -> str:
 
     Named after this grader's process id, so that a later grader can tell one a killed run left (:func:`jail.reap`).
     """
-    import nbformat
-
-    from .jail import PREFIX, hold_lock
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     hold_lock()
     folder = tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-")
@@ -225,16 +220,14 @@ class Box:
     """
 
     def __init__(self, limits: Limits, plan, notebook=None):
-        import nbformat
-
-        from . import jail as jails
+        import nbformat  # deferred: nbformat costs ~1.4 s at import
 
         self.limits, self.plan = limits, plan
         self.jail = None
         self.host = make_folder(notebook if notebook is not None else nbformat.v4.new_notebook())
         self.keys_fd = None
         try:
-            self.jail = jails.Jail(plan, limits, self.host)
+            self.jail = jail.Jail(plan, limits, self.host)
             host_package = None if self.jail.bubble else _package_copy(self.host, self.jail.uid)
             self.settings = sandbox_settings(limits, self.jail.folder, self.jail, host_package)
             self.env = {**sandbox_env(self.jail.folder), "PYTHONPATH": self.settings["package"]}
@@ -242,8 +235,6 @@ class Box:
                 self.env.pop("JPY_PARENT_PID")
             self.binds = {}
             if self.jail.bubble:  # reports of child processes arrive through a pipe: nothing of the disk is writable
-                from .release import KEYS_LOG
-
                 fifo = os.path.join(self.host, "keys.fifo")
                 os.mkfifo(fifo, 0o622)
                 self.keys_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -264,8 +255,6 @@ class Box:
     def popen(self, args: list[str], *, pass_fds=(), binds: dict[str, str] | None = None,
               extra_settings: dict | None = None, **kwargs):
         """Start ``python -I -c BOOT PACKAGE ARGS`` in the jail, with the settings in its environment."""
-        from . import sandbox
-
         settings = {k: v for k, v in self.settings.items() if k not in ("host_read", "host_package")}
         settings.update(extra_settings or {})
         return self.jail.popen(sandbox.command(self.settings["package"], *args), read=self.settings["host_read"],
@@ -303,10 +292,8 @@ class _Kernel:
     """A sandboxed IPython kernel and a blocking client on it, started and torn down by hand."""
 
     def __init__(self, box: Box, limits: Limits, context):
-        from jupyter_client import BlockingKernelClient
-        from jupyter_client.connect import write_connection_file
-
-        from . import probe
+        from jupyter_client import BlockingKernelClient  # deferred: jupyter_client costs ~0.12 s at import
+        from jupyter_client.connect import write_connection_file  # deferred: jupyter_client costs ~0.12 s at import
 
         self.box, self.folder, self.limits = box, box.host, limits
         self.watch = probe.Watch()
@@ -331,10 +318,8 @@ class _Kernel:
 
     def _connect_iopub(self) -> None:
         """A fresh subscription to the kernel's outputs, watched for dropped connections."""
-        import uuid
-
-        import zmq
-        from jupyter_client.channels import ZMQSocketChannel
+        import zmq  # deferred: zmq costs ~20 ms at import
+        from jupyter_client.channels import ZMQSocketChannel  # deferred: jupyter_client costs ~0.12 s at import
 
         if self.iopub is not None:
             self._close_iopub()
@@ -390,7 +375,7 @@ class _Kernel:
 
         ZeroMQ treats an oversized message as a protocol error and does not reconnect by itself.
         """
-        import zmq
+        import zmq  # deferred: zmq costs ~20 ms at import
 
         count = 0
         while self.monitor.poll(0):
@@ -448,8 +433,6 @@ class _Kernel:
 
 def child_reports(folder: str) -> list[str]:
     """What processes started by the notebook reached for (see roofkit.grading.release.report), at most 20."""
-    from .release import KEYS_LOG
-
     try:
         with open(os.path.join(folder, KEYS_LOG), encoding="utf-8", errors="replace") as file:
             lines = file.read(100_000).splitlines()
@@ -460,8 +443,6 @@ def child_reports(folder: str) -> list[str]:
 
 def kill_strays(folder: str) -> None:
     """Kill processes a submission started in a session of their own (see :func:`roofkit.grading.jail.kill_marked`)."""
-    from .jail import kill_marked
-
     kill_marked(folder)
 
 
@@ -513,8 +494,6 @@ class _Executor:
                         or self.records_bytes + size > MAX_RECORDS_BYTES):
                     self.run.dropped_records += 1
                 else:
-                    from .files import clean
-
                     self.records_bytes += size
                     self.run.records.append((index, clean(record)))  # nesting cut short: nothing reads deeper
         elif kind == "error" and len(self.run.errors) < MAX_ERRORS:
@@ -643,16 +622,9 @@ def main(notebook, *, limits: Limits = Limits(), context=None, cancel=None, prea
     ``plan``: how kernels are sandboxed (:func:`roofkit.grading.jail.choose`; default: from ``limits.sandbox``).
     A kernel that does not start, or is killed from outside its own code (the OOM killer), sets ``Run.failed``.
     """
-    import nbformat
-    import zmq
+    import zmq  # deferred: zmq costs ~20 ms at import
 
-    from . import jail
-
-    if not isinstance(notebook, nbformat.NotebookNode):
-        notebook = nbformat.read(str(notebook), as_version=4)
-    for cell in notebook.cells:
-        if cell.get("cell_type") == "code":
-            cell["outputs"], cell["execution_count"] = [], None
+    notebook = _fresh(notebook)
     started = time.monotonic()
     plan = plan or jail.choose(limits.sandbox)
     run = Run(sandbox=plan.to_dict())
@@ -660,6 +632,43 @@ def main(notebook, *, limits: Limits = Limits(), context=None, cancel=None, prea
     if own_context:
         context = zmq.Context()
         context.setsockopt(zmq.MAXMSGSIZE, limits.message_bytes)
+    kernel = box = None
+    try:
+        kernel, box = _start_kernel(notebook, limits, context, plan, run)
+        if kernel is None:
+            run.stopped, run.stopped_at = run.failed or "the kernel did not start", 0
+            return run
+        run.failed = None
+        executor = _Executor(kernel, limits, run)
+        notebook_deadline = started + limits.notebook_s
+        if preamble:
+            _run_preamble(executor, preamble, limits, notebook_deadline)
+        _run_cells(executor, kernel, notebook, limits, run, cancel, notebook_deadline)
+        return run
+    finally:
+        _close(kernel, box, run)
+        if own_context:
+            context.destroy(linger=0)
+        run.seconds = time.monotonic() - started
+
+
+def _fresh(notebook):
+    """The notebook (read, if a path) with its code cells' outputs and execution counts cleared."""
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
+
+    if not isinstance(notebook, nbformat.NotebookNode):
+        notebook = nbformat.read(str(notebook), as_version=4)
+    for cell in notebook.cells:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    return notebook
+
+
+def _start_kernel(notebook, limits: Limits, context, plan, run: Run):
+    """A kernel in its sandbox, ready: (kernel, box), or (None, None) with ``run.failed`` saying why it did not start.
+
+    A port taken between choosing and binding it: up to three tries. What an interruption leaves is closed.
+    """
     kernel = box = None
     try:
         for attempt in range(3):  # a port taken between choosing and binding it: try again
@@ -679,74 +688,78 @@ def main(notebook, *, limits: Limits = Limits(), context=None, cancel=None, prea
             box.close()
             kernel = box = None
             run.failed = f"the kernel did not start within {limits.startup_s:g} s (it {why})"
-        if kernel is None:
-            run.stopped, run.stopped_at = run.failed or "the kernel did not start", 0
-            return run
-        run.failed = None
-        executor = _Executor(kernel, limits, run)
-        notebook_deadline = started + limits.notebook_s
-        if preamble:  # the first run in a fresh kernel may be slow on a busy machine: the start-up time applies
-            if executor.cell(-1, preamble, min(time.monotonic() + max(limits.cell_s, limits.startup_s),
-                                               notebook_deadline)) == "timeout":
-                executor.interrupt(executor.msg_id, wait_s=5.0)
+    except BaseException:
+        _close(kernel, box, run)
+        raise
+    return kernel, box
+
+
+def _close(kernel, box, run: Run) -> None:
+    """Close the kernel, then its sandbox, keeping what the sandbox's probes reported in ``run``."""
+    if box is not None:
+        run.probes += [(-2, what) for what in box.reports()]
+    if kernel is not None:
+        kernel.close()
+    if box is not None:
+        box.close()
+
+
+def _run_preamble(executor: _Executor, preamble: str, limits: Limits, notebook_deadline: float) -> None:
+    """The grader's own code, as cell -1; a fresh kernel's first run may be slow, so the start-up time applies."""
+    if executor.cell(-1, preamble, min(time.monotonic() + max(limits.cell_s, limits.startup_s),
+                                       notebook_deadline)) == "timeout":
+        executor.interrupt(executor.msg_id, wait_s=5.0)
+        executor.resync(min(notebook_deadline, time.monotonic() + 10))
+
+
+def _run_cells(executor: _Executor, kernel, notebook, limits: Limits, run: Run, cancel, notebook_deadline) -> None:
+    """The notebook's code cells in order, until one stops it; ``run.stopped`` says where and why."""
+    for index, cell in enumerate(notebook.cells):
+        code = cell.get("source", "")
+        code = "".join(code) if isinstance(code, list) else code
+        if cell.get("cell_type") != "code" or not code.strip():
+            continue
+        if cancel is not None and cancel.is_set():
+            run.stopped, run.stopped_at = "grading was cancelled", index
+            break
+        deadline = min(time.monotonic() + limits.cell_s, notebook_deadline)
+        outcome = executor.cell(index, code, deadline)
+        if outcome == "timeout":
+            if time.monotonic() >= notebook_deadline - 0.05:
+                run.stopped = (f"the notebook ran past its {limits.notebook_s:g} s limit at cell {index + 1}; "
+                               "later cells did not run")
+                run.stopped_at = index
+                break
+            if executor.interrupt(executor.msg_id, wait_s=min(5.0, max(2.0, limits.cell_s))):
+                run.interrupted.append(index)
                 executor.resync(min(notebook_deadline, time.monotonic() + 10))
-        for index, cell in enumerate(notebook.cells):
-            code = cell.get("source", "")
-            code = "".join(code) if isinstance(code, list) else code
-            if cell.get("cell_type") != "code" or not code.strip():
                 continue
-            if cancel is not None and cancel.is_set():
-                run.stopped, run.stopped_at = "grading was cancelled", index
-                break
-            deadline = min(time.monotonic() + limits.cell_s, notebook_deadline)
-            outcome = executor.cell(index, code, deadline)
-            if outcome == "timeout":
-                if time.monotonic() >= notebook_deadline - 0.05:
-                    run.stopped = (f"the notebook ran past its {limits.notebook_s:g} s limit at cell {index + 1}; "
-                                   "later cells did not run")
-                    run.stopped_at = index
-                    break
-                if executor.interrupt(executor.msg_id, wait_s=min(5.0, max(2.0, limits.cell_s))):
-                    run.interrupted.append(index)
-                    executor.resync(min(notebook_deadline, time.monotonic() + 10))
-                    continue
-                run.stopped = (f"cell {index + 1} ran past the {limits.cell_s:g} s limit and could not be "
-                               "interrupted; later cells did not run")
-                run.stopped_at = index
-                break
-            if outcome == "dead":
-                try:
-                    kernel.process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                run.stopped = f"the kernel {kernel.exit_reason()} at cell {index + 1}; later cells did not run"
-                run.stopped_at = index
-                if kernel.killed():
-                    run.failed = run.stopped
-                break
-            if outcome == "disk":
-                run.stopped = (f"cell {index + 1} wrote more than {limits.disk_bytes / 2**20:,.0f} MB of files; "
-                               "the notebook was stopped there")
-                run.stopped_at = index
-                break
-            if outcome == "processes":
-                run.stopped = (f"cell {index + 1} started more than {limits.processes} processes and threads at "
-                               "once; the notebook was stopped there")
-                run.stopped_at = index
-                break
-            if outcome == "flood":
-                run.stopped = (f"cell {index + 1} printed more than {8 * limits.output_bytes:,} bytes; "
-                               "the notebook was stopped there")
-                run.stopped_at = index
-                break
-        return run
-    finally:
-        if box is not None:
-            run.probes += [(-2, what) for what in box.reports()]
-        if kernel is not None:
-            kernel.close()
-        if box is not None:
-            box.close()
-        if own_context:
-            context.destroy(linger=0)
-        run.seconds = time.monotonic() - started
+            run.stopped = (f"cell {index + 1} ran past the {limits.cell_s:g} s limit and could not be "
+                           "interrupted; later cells did not run")
+            run.stopped_at = index
+            break
+        if outcome == "dead":
+            try:
+                kernel.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            run.stopped = f"the kernel {kernel.exit_reason()} at cell {index + 1}; later cells did not run"
+            run.stopped_at = index
+            if kernel.killed():
+                run.failed = run.stopped
+            break
+        if outcome == "disk":
+            run.stopped = (f"cell {index + 1} wrote more than {limits.disk_bytes / 2**20:,.0f} MB of files; "
+                           "the notebook was stopped there")
+            run.stopped_at = index
+            break
+        if outcome == "processes":
+            run.stopped = (f"cell {index + 1} started more than {limits.processes} processes and threads at "
+                           "once; the notebook was stopped there")
+            run.stopped_at = index
+            break
+        if outcome == "flood":
+            run.stopped = (f"cell {index + 1} printed more than {8 * limits.output_bytes:,} bytes; "
+                           "the notebook was stopped there")
+            run.stopped_at = index
+            break

@@ -36,6 +36,7 @@ numbers, and Moodle's ``-``, as they are. Rows whose student is not a valid id
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..errors import InvalidValue
@@ -94,8 +95,6 @@ def main(out: str | Path, formats: list[str], *, assignment: str | None, people:
 
     ``rows``: the students' rows (a report's summary); default: those of OUT/results.json.
     """
-    import json
-
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise InvalidValue(f"unknown export format {unknown[0]!r}; expected one of: {', '.join(FORMATS)}.")

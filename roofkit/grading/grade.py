@@ -36,18 +36,26 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ..course import build, quiz
 from ..errors import InvalidValue
-from . import cells, files, ids, results, variants
-from .execute import Limits
+from . import cases as code_cases
+from . import cells, execute, files, ids, jail, report, results, score, variants
+from . import export as exports
+from . import shard as shards
+from . import release as _release  # noqa: F401 - loaded here, not half-way in a worker thread
+from .assign import numbers, read_release, specs, student_notebook
+from .execute import Limits, error_name
 from .results import RESULTS
+from .score import LEVELS, default_level
 
 __all__ = ["main", "collect", "Context", "grade_one", "RESULTS", "load"]
 
@@ -67,7 +75,6 @@ def _lstat_kind(path: Path) -> str | None:
         mode = os.lstat(path).st_mode
     except OSError:
         return None
-    import stat
 
     return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "other"
 
@@ -143,7 +150,7 @@ def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_n
 
 def load(data: bytes | Path):
     """The notebook in ``data`` (bytes read once, or a path), or the reason it cannot be graded."""
-    import nbformat
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     if isinstance(data, (str, Path)):
         read = files.read_submission(data, MAX_FILE_BYTES)
@@ -191,10 +198,6 @@ class Context:
 
     def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits(),
                  bank: str | Path | None = None, feedback: str | None = None, plan=None):
-        from ..course import quiz
-        from . import release as _release  # noqa: F401 - imported once here, not half-way in a worker thread
-        from .score import LEVELS, default_level
-
         self.release, self.secret, self.limits = release, secret, limits
         if feedback is not None and feedback not in LEVELS:
             raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")
@@ -234,8 +237,6 @@ class Context:
         The same as the release's setup cell, but from the grader's own copy: deleting or editing that cell
         changes nothing, and ``ask`` and ``check`` work in a kernel whose roofkit holds no key.
         """
-        from .assign import specs
-
         recorded = self.release.manifest if self.release else {}
         given = specs({**recorded, "questions": questions}, self.numbers(student))
         return ("from roofkit.grading.release import use_release as _roofkit_use_release\n"
@@ -243,23 +244,17 @@ class Context:
 
     def expected(self, student: str):
         """The notebook ``student`` was given, rebuilt (never read from the submission)."""
-        from .assign import student_notebook
-
         known = bool(self.roster) and student in self.roster  # without a roster everyone got the same notebook
         return student_notebook(self.release.template, self.release.manifest, student if known else None,
                                 self.secret if known else None)
 
     def numbers(self, student: str) -> dict[str, dict]:
-        from .assign import numbers
-
         if not self.release or not self.roster or student not in self.roster:
             return {}
         return numbers(self.release.manifest, self.secret, student)
 
     def others(self, question_id: str) -> dict[str, dict]:
         """Every roster student's parameters for one question (copy detection)."""
-        from .assign import numbers
-
         with self._lock:
             if question_id not in self._others:
                 one = {**self.release.manifest, "questions": [{"id": question_id}]} if self.release else {}
@@ -272,8 +267,6 @@ class Context:
 def _own_plan(mode: str = "auto"):
     """Bubblewrap where it works, else no sandbox (said in every report): for a learner's own notebook, whose code
     is their own, and for contexts built outside a grading run."""
-    from . import jail
-
     try:
         return jail.choose(mode)
     except jail.SandboxUnavailable:
@@ -282,8 +275,6 @@ def _own_plan(mode: str = "auto"):
 
 def _self_questions(nb) -> list[dict]:
     """A learner's own notebook: the questions of its lessons (from its metadata, else from its check calls)."""
-    from ..course import quiz
-
     meta = nb.metadata.get("roofkit") if isinstance(nb.metadata.get("roofkit"), dict) else {}
     lessons = set()
     origin = str(meta.get("generated_from", ""))
@@ -299,8 +290,6 @@ def _self_questions(nb) -> list[dict]:
 
 def _reference(nb):
     """A learner's notebook: the course's own student notebook of the same lesson, if roofkit can build it."""
-    from ..course import build
-
     meta = nb.metadata.get("roofkit") if isinstance(nb.metadata.get("roofkit"), dict) else {}
     origin = str(meta.get("generated_from", ""))
     lesson = Path(build.__file__).resolve().parents[2] / origin  # the checkout: roofkit/course/build.py is two below it
@@ -345,8 +334,6 @@ def _why_unanswered(qid: str, nb, run, locked: set[int]) -> str:
         return f"not answered: {run.stopped}"
     errors = [text for i, text in (run.errors if run else []) if i in where]
     if errors:
-        from .execute import error_name
-
         return f"not answered: the cell checking it raised {error_name(errors[-1])}"
     return "not answered"
 
@@ -357,32 +344,68 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
 
     ``submission``: the file as already read (:func:`files.read_submission`); else it is read here, once.
     """
-    from ..course import quiz
-    from . import cases as code_cases
-    from . import execute, score
-
     started = time.monotonic()
     if submission is None:
         submission = files.read_submission(path, MAX_FILE_BYTES)
-    digest = submission.sha256
-    result = {"roofkit_result": 1, "student": student, "assignment": context.name, "fingerprint": context.fingerprint,
-              "submission": files.text(str(path)), "submission_sha256": digest, "status": "graded", "notes": [],
-              "flags": [], "integrity": None, "execution": {"sandbox": {**context.plan.to_dict()}},
-              "variant": context.numbers(student)}
-    if context.roster is not None and student not in context.roster:
-        result["flags"].append("not on the roster: graded with the lessons' own numbers")
+    result = _new_result(context, student, path, submission)
     nb, unreadable = load(submission.data) if not submission.refused else (None, submission.refused)
     questions = context.questions or (_self_questions(nb) if nb is not None else [])
-    result["questions"] = [{"id": q["id"], "lesson": q["lesson"], "kind": q["kind"], "max_points": q["points"],
-                            "points": 0.0, "verdict": "not answered", "reason": "", "answer": None,
-                            "feedback": context.level(q["id"])} for q in questions]
+    result["questions"] = _question_rows(context, questions)
     if nb is not None and not questions:
         result["notes"].append("no question of the course was found in this notebook")
     if unreadable:
-        result["status"], result["notes"] = "unreadable", [unreadable]
-        for q in result["questions"]:
-            q["reason"] = f"not graded: {unreadable}"
-        return _finish(result, started)
+        return _not_graded(result, started, "unreadable", unreadable, f"not graded: {unreadable}")
+    locked, wrong_assignment = _locked_cells(context, student, nb, result)
+    if wrong_assignment:
+        return _not_graded(result, started, "wrong-assignment", wrong_assignment, f"not graded: {wrong_assignment}")
+    _flag_key_peeks(nb, locked, result)
+    run = execute.main(nb, limits=context.limits, cancel=cancel, preamble=context.preamble(student, questions),
+                       plan=context.plan)
+    if cancel is not None and cancel.is_set():
+        return None
+    result["execution"] = run.to_dict()
+    result["notes"] += run.notes()
+    result["flags"] += _probe_flags(run.probes)
+    if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
+        return _not_graded(result, started, "error", f"not graded: {run.failed}; it is graded again on the next run",
+                           "not graded: the grader could not run your notebook fairly; it will be graded again")
+    code_items, code_rows = _judge_answers(context, student, nb, run, locked, result)
+    if code_items:
+        _judge_code_answers(context, code_items, code_rows, result)
+    return _finish(result, started)
+
+
+def _new_result(context: Context, student: str, path, submission: files.Submission) -> dict:
+    """A result before grading: who, which file, which setup, and this student's numbers."""
+    result = {"roofkit_result": 1, "student": student, "assignment": context.name, "fingerprint": context.fingerprint,
+              "submission": files.text(str(path)), "submission_sha256": submission.sha256, "status": "graded",
+              "notes": [], "flags": [], "integrity": None, "execution": {"sandbox": {**context.plan.to_dict()}},
+              "variant": context.numbers(student)}
+    if context.roster is not None and student not in context.roster:
+        result["flags"].append("not on the roster: graded with the lessons' own numbers")
+    return result
+
+
+def _question_rows(context: Context, questions: list[dict]) -> list[dict]:
+    """One row per question, not answered until judged."""
+    return [{"id": q["id"], "lesson": q["lesson"], "kind": q["kind"], "max_points": q["points"],
+             "points": 0.0, "verdict": "not answered", "reason": "", "answer": None,
+             "feedback": context.level(q["id"])} for q in questions]
+
+
+def _not_graded(result: dict, started: float, status: str, note: str, reason: str) -> dict:
+    """The finished result of a submission that is not graded: its status, the one note why, each question's reason."""
+    result["status"], result["notes"] = status, [note]
+    for q in result["questions"]:
+        q["reason"] = reason
+    return _finish(result, started)
+
+
+def _locked_cells(context: Context, student: str, nb, result: dict) -> tuple[set[int], str | None]:
+    """The locked cells whose answers do not count, checked against the notebook this student was given.
+
+    Returns them and, when the notebook is another assignment, why (else None).
+    """
     reference = context.expected(student) if context.release else _reference(nb)
     locked: set[int] = set()
     if reference is not None:
@@ -398,29 +421,22 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
             said = claims.get("assignment") or claims.get("generated_from")
             why = (f"this notebook is not assignment {context.name}: only {integrity.found} of its "
                    f"{integrity.total} locked cells are in it" + (f" (it says it is {str(said)[:60]!r})" if said else ""))
-            result["status"], result["notes"] = "wrong-assignment", [why]
-            for q in result["questions"]:
-                q["reason"] = f"not graded: {why}"
-            return _finish(result, started)
+            return locked, why
     elif not context.release:
         result["notes"].append("no reference notebook found: locked cells were not checked")
+    return locked, None
+
+
+def _flag_key_peeks(nb, locked: set[int], result: dict) -> None:
+    """A flag for each student's cell that looks for keys (it finds none)."""
     for index, cell in enumerate(nb.cells):  # a cell that looks for keys: it finds none, and is flagged
         if cell.cell_type == "code" and index not in locked and _KEY_PEEK.search(cell.source):
             result["flags"].append(f"cell {index + 1} looks for roofkit's answer keys "
                                    f"({_KEY_PEEK.search(cell.source)[0]})")
-    run = execute.main(nb, limits=context.limits, cancel=cancel, preamble=context.preamble(student, questions),
-                       plan=context.plan)
-    if cancel is not None and cancel.is_set():
-        return None
-    result["execution"] = run.to_dict()
-    result["notes"] += run.notes()
-    result["flags"] += _probe_flags(run.probes)
-    if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
-        result["status"] = "error"
-        result["notes"] = [f"not graded: {run.failed}; it is graded again on the next run"]
-        for q in result["questions"]:
-            q["reason"] = "not graded: the grader could not run your notebook fairly; it will be graded again"
-        return _finish(result, started)
+
+
+def _judge_answers(context: Context, student: str, nb, run, locked: set[int], result: dict) -> tuple[list, dict]:
+    """Each question's last answer judged into its row; code answers are returned, to run their cases together."""
     wanted = {q["id"] for q in result["questions"]}
     chosen, counts, ignored = _pick(run.records, locked, wanted)
     result["notes"] += ignored
@@ -439,14 +455,7 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
         row["cell"] = index + 1
         if counts.get(qid, 0) > 1:
             row["note"] = f"answered {counts[qid]} times; the last answer (cell {index + 1}) counts"
-        digest_here = record.get("params")
-        if digest_here != quiz.params_digest(question.params) and question.params:
-            row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + \
-                "your notebook asked this question with other numbers than yours"
-            other = [s for s, p in context.others(qid).items() if s != student
-                     and quiz.params_digest(context.bank[qid].with_params(**p).params) == digest_here]
-            if other:
-                result["flags"].append(f"{qid}: the notebook ran with the numbers of {', '.join(sorted(other)[:3])}")
+        _check_numbers(context, student, qid, question, record, row, result)
         if question.kind == "code":
             source = record.get("source")
             if not isinstance(source, str) or not source.strip() or len(source) > code_cases.MAX_SOURCE:
@@ -457,34 +466,53 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
                                "cases": [list(c) for c in (*question.cases, *question.hidden_cases)]})
             code_rows[qid] = (row, question)
             continue
-        answer = record.get("answer")
-        row["answer"] = None if answer is None else score.answer_text(answer)
-        judged = score.judge_answer(question, answer)
-        row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason,
-                   misconception=judged.misconception, reason_level=judged.reason_level)
-        if judged.verdict == "wrong" and question.kind == "numeric" and not judged.misconception:
-            copied = _copied_from(context, student, qid, answer)
-            if copied:
-                row["reason"] = (row["reason"] + " " if row["reason"] else "") + \
-                    "This is the answer to this question with other numbers than yours: use the numbers in your prompt."
-                result["flags"].append(f"{qid}: the answer is the key of {', '.join(copied[:3])}'s numbers")
-    if code_items:
-        box = execute.Box(context.limits, context.plan)
-        reached: list[str] = []
-        lines = {}
-        try:
-            lines = code_cases.run(code_items, box=box, case_s=context.limits.case_s, probes=reached)
-            reached += [w for w in box.reports() if w not in reached]
-            if reached:
-                result["flags"].append(f"a code answer ({', '.join(i['q'] for i in code_items)}) reached for "
-                                       f"roofkit's answer keys while its cases ran: {'; '.join(reached[:3])}")
-        finally:
-            box.close()
-        for qid, (row, question) in code_rows.items():
-            judged = score.score_code(question, {i: v for (q, i), v in lines.items() if q == qid}, len(question.cases))
-            row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason, cases=judged.cases,
-                       reason_level=judged.reason_level)
-    return _finish(result, started)
+        _judge_answer(context, student, qid, question, record.get("answer"), row, result)
+    return code_items, code_rows
+
+
+def _check_numbers(context: Context, student: str, qid: str, question, record: dict, row: dict, result: dict) -> None:
+    """A note when the notebook asked with other numbers than this student's, and a flag naming whose they were."""
+    digest_here = record.get("params")
+    if digest_here != quiz.params_digest(question.params) and question.params:
+        row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + \
+            "your notebook asked this question with other numbers than yours"
+        other = [s for s, p in context.others(qid).items() if s != student
+                 and quiz.params_digest(context.bank[qid].with_params(**p).params) == digest_here]
+        if other:
+            result["flags"].append(f"{qid}: the notebook ran with the numbers of {', '.join(sorted(other)[:3])}")
+
+
+def _judge_answer(context: Context, student: str, qid: str, question, answer, row: dict, result: dict) -> None:
+    """One answer that is not code judged into its row, and flagged when it is the key of another's numbers."""
+    row["answer"] = None if answer is None else score.answer_text(answer)
+    judged = score.judge_answer(question, answer)
+    row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason,
+               misconception=judged.misconception, reason_level=judged.reason_level)
+    if judged.verdict == "wrong" and question.kind == "numeric" and not judged.misconception:
+        copied = _copied_from(context, student, qid, answer)
+        if copied:
+            row["reason"] = (row["reason"] + " " if row["reason"] else "") + \
+                "This is the answer to this question with other numbers than yours: use the numbers in your prompt."
+            result["flags"].append(f"{qid}: the answer is the key of {', '.join(copied[:3])}'s numbers")
+
+
+def _judge_code_answers(context: Context, code_items: list, code_rows: dict, result: dict) -> None:
+    """The code answers run on their public and hidden cases in one sandboxed process, and judged into their rows."""
+    box = execute.Box(context.limits, context.plan)
+    reached: list[str] = []
+    lines = {}
+    try:
+        lines = code_cases.run(code_items, box=box, case_s=context.limits.case_s, probes=reached)
+        reached += [w for w in box.reports() if w not in reached]
+        if reached:
+            result["flags"].append(f"a code answer ({', '.join(i['q'] for i in code_items)}) reached for "
+                                   f"roofkit's answer keys while its cases ran: {'; '.join(reached[:3])}")
+    finally:
+        box.close()
+    for qid, (row, question) in code_rows.items():
+        judged = score.score_code(question, {i: v for (q, i), v in lines.items() if q == qid}, len(question.cases))
+        row.update(points=judged.points, verdict=judged.verdict, reason=judged.reason, cases=judged.cases,
+                   reason_level=judged.reason_level)
 
 
 def _probe_flags(probes: list[tuple[int, str]]) -> list[str]:
@@ -504,15 +532,11 @@ def _probe_flags(probes: list[tuple[int, str]]) -> list[str]:
 
 
 def _with_points(question, points: float):
-    from dataclasses import replace
-
     return replace(question, points=points)
 
 
 def _copied_from(context: Context, student: str, qid: str, answer) -> list[str]:
     """Roster students whose numbers make ``answer`` right (a copied answer), other than ``student``."""
-    from . import score
-
     question = context.bank[qid]
     verdicts: dict[str, bool] = {}  # the same numbers are judged once
     hits = []
@@ -566,18 +590,8 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
     ``limits.sandbox``: "auto" (bubblewrap, refused where it is missing) or "none" (the instructor's choice).
     ``on_result(result)`` is called after each result file is written (the tests use it to stop a run).
     """
-    from . import export as exports
-    from . import jail, report
-    from . import shard as shards
-    from .assign import read_release
-
     out = Path(out)
-    if workers is not None and workers < 1:
-        raise InvalidValue(f"--workers must be at least 1; got {workers}.")
-    if export:  # an unknown format fails before grading, not after
-        unknown = sorted(set(export) - set(exports.FORMATS))
-        if unknown:
-            raise InvalidValue(f"unknown --export {unknown[0]!r}; expected one of: {', '.join(exports.FORMATS)}.")
+    _check_options(workers, export)
     loaded = read_release(release) if release else None
     secret = variants.read_secret(secret_file) if loaded and loaded.manifest.get("secret_fingerprint") else None
     # a class's notebooks run in a sandbox, or with the instructor's explicit --sandbox none; a learner's own
@@ -592,26 +606,67 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
         found = [(s, p) for s, p in found if shards.owner(s, n) == k]
         roster = [s for s in roster if shards.owner(s, n) == k] if roster is not None else None
     cleaned = jail.reap()  # what a grader that was killed left: temporary folders, processes, cgroups
+    _prepare_out(out, context, shard, found, roster)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = max(1, workers or cores)
+    counts = {"graded": 0, "skipped": 0}
+    job = _Job(context, out, regrade, threading.Event(), counts, threading.Lock())
+    _run_jobs(job, found, workers, progress, on_result)
+    summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None,
+                          signing_key=context.signing_key, sandbox=context.plan.describe())
+    summary.update(graded=counts["graded"], skipped=counts["skipped"], workers=workers,
+                   skipped_files=skipped_files, cleaned=cleaned, sandbox_plan=context.plan.describe())
+    if shard:
+        summary["shard"] = list(shard)
+    if export:
+        people = loaded.manifest.get("people") if loaded else None
+        summary["exports"] = exports.main(out, list(export), assignment=context.name, people=people, column=column,
+                                          rows=summary["students"])
+    return summary
+
+
+def _check_options(workers: int | None, export) -> None:
+    """The options that can fail before anything is graded: the workers, the export formats."""
+    if workers is not None and workers < 1:
+        raise InvalidValue(f"--workers must be at least 1; got {workers}.")
+    if export:  # an unknown format fails before grading, not after
+        unknown = sorted(set(export) - set(exports.FORMATS))
+        if unknown:
+            raise InvalidValue(f"unknown --export {unknown[0]!r}; expected one of: {', '.join(exports.FORMATS)}.")
+
+
+def _prepare_out(out: Path, context: Context, shard, found, roster) -> None:
+    """The results folder made, the shard's manifest written, what a killed run half-wrote removed."""
     (out / RESULTS).mkdir(parents=True, exist_ok=True)
     if shard:
+        k, n = shard
         students = sorted({s for s, _ in found} | set(roster or []))
         shards.write_manifest(out, shards.manifest(context, k, n, students), context.signing_key)
     for stale in (out / RESULTS).glob(".*.tmp"):  # left by a run that was killed mid-write
         stale.unlink(missing_ok=True)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = max(1, workers or cores)
-    cancel = threading.Event()
-    counts = {"graded": 0, "skipped": 0}
-    counts_lock = threading.Lock()
 
-    def job(student: str, path: Path):
+
+@dataclass
+class _Job:
+    """Grading one student in a worker thread, for a run: what every job shares, and the counts they keep."""
+
+    context: Context
+    out: Path
+    regrade: bool
+    cancel: threading.Event
+    counts: dict
+    counts_lock: threading.Lock
+
+    def __call__(self, student: str, path: Path):
+        """The result file written for one submission (None: already graded, cancelled, or not writable)."""
+        context, out = self.context, self.out
         submission = files.read_submission(path, MAX_FILE_BYTES)  # read once: digest and notebook from these bytes
-        if not regrade and _done(out, student, submission.sha256, context.fingerprint, context.signing_key):
-            with counts_lock:
-                counts["skipped"] += 1
+        if not self.regrade and _done(out, student, submission.sha256, context.fingerprint, context.signing_key):
+            with self.counts_lock:
+                self.counts["skipped"] += 1
             return None
         try:
-            result = grade_one(context, student, path, cancel, submission)
+            result = grade_one(context, student, path, self.cancel, submission)
         except Exception as error:  # noqa: BLE001 - one student's problem never stops the class
             result = _finish({"roofkit_result": 1, "student": student, "assignment": context.name,
                               "fingerprint": context.fingerprint, "submission": files.text(str(path)),
@@ -622,17 +677,20 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
                               "questions": [], "traceback": traceback.format_exc()[-4000:]}, time.monotonic())
         if result is None:
             return None
-        with counts_lock:
-            counts["graded"] += 1
+        with self.counts_lock:
+            self.counts["graded"] += 1
         try:
             return results.write(out, result, context.signing_key)
         except (OSError, ValueError, TypeError, RecursionError) as error:  # a full disk: a rerun retries
             print(f"roofkit: could not write the result of {student}: {error}", file=sys.stderr)
             return None
 
+
+def _run_jobs(job: _Job, found: list, workers: int, progress: bool, on_result) -> None:
+    """Every submission graded in a pool of worker threads, with a progress bar; an interruption cancels the rest."""
     bar = None
     if progress and found:
-        from tqdm import tqdm
+        from tqdm import tqdm  # deferred: tqdm costs ~50 ms at import
 
         bar = tqdm(total=len(found), desc="grading", unit="notebook")
     pool = ThreadPoolExecutor(max_workers=min(workers, max(1, len(found))))
@@ -646,21 +704,10 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
             if on_result is not None and result is not None:
                 on_result(result)
     except BaseException:
-        cancel.set()
+        job.cancel.set()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         pool.shutdown(wait=True)
         if bar is not None:
             bar.close()
-    summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None,
-                          signing_key=context.signing_key, sandbox=context.plan.describe())
-    summary.update(graded=counts["graded"], skipped=counts["skipped"], workers=workers,
-                   skipped_files=skipped_files, cleaned=cleaned, sandbox_plan=context.plan.describe())
-    if shard:
-        summary["shard"] = list(shard)
-    if export:
-        people = loaded.manifest.get("people") if loaded else None
-        summary["exports"] = exports.main(out, list(export), assignment=context.name, people=people, column=column,
-                                          rows=summary["students"])
-    return summary

@@ -46,11 +46,13 @@ folders, processes, control groups.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import functools
 import json
 import os
 import platform
+import select
 import shutil
 import signal
 import subprocess
@@ -62,6 +64,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import InvalidValue
+from .sandbox import landlock_abi
 
 __all__ = ["Plan", "choose", "Jail", "reap", "SandboxUnavailable", "PREFIX", "MODES"]
 
@@ -115,8 +118,6 @@ class Plan:
 
 
 def _landlock_abi() -> int:
-    from .sandbox import landlock_abi
-
     return landlock_abi()
 
 
@@ -514,8 +515,6 @@ class Jail:
         if not self.bubble:
             return self.process.pid if self.process else None
         if self.sandbox_pid is None and getattr(self, "_info", None) is not None:
-            import select
-
             if select.select([self._info], [], [], 0)[0]:
                 try:
                     self.sandbox_pid = json.loads(os.read(self._info, 4096).decode()).get("child-pid")
@@ -652,7 +651,6 @@ def hold_lock() -> None:
         handle = open(path, "w")
         fcntl.flock(handle, fcntl.LOCK_EX)
         _LOCK["file"] = handle
-        import atexit
 
         atexit.register(_drop_lock, path, handle)
 

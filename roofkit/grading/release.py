@@ -24,11 +24,13 @@ misconception's value.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..course import answers, quiz
 from ..errors import InvalidValue, RoofkitError
 from ..course.quiz import Verdict
 
@@ -59,7 +61,6 @@ def report(what: str) -> None:
     """Tell the grader's watch (an audit hook in a graded kernel; in a process the notebook started, a file)."""
     try:
         sys.audit(AUDIT_EVENT, str(what)[:300])
-        import os
 
         folder = os.environ.get("ROOFKIT_SANDBOX_FOLDER")
         if folder and not _GRADED:  # a child process of a graded kernel: no hook here, leave a line instead
@@ -199,8 +200,6 @@ class Released:
 
     def _form(self, answer):
         """The answer as the grader will read it (roofkit.answers, the one reader), or the reader's error."""
-        from ..course import answers
-
         if self.kind == "numeric":
             answers.read(answer, self.unit or "dimensionless")  # UnitMismatch names both units
             return answer
@@ -240,8 +239,6 @@ class Recorded(Verdict):
 
 def use_release(specs: Mapping[str, Mapping[str, Any]]) -> None:
     """Ask this notebook's questions as the release says (a release's setup cell calls this)."""
-    from ..course import quiz
-
     known = set() if _GRADED else {q.id for q in quiz.questions()}
     released, numbers = {}, {}
     for question_id, data in specs.items():
@@ -305,7 +302,6 @@ def arm() -> None:
     copy without the question bank.
     """
     global _GRADED
-    from ..course import quiz
 
     _GRADED = True
     quiz._BANK = _WithheldBank()

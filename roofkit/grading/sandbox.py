@@ -45,8 +45,11 @@ import json
 import os
 import platform
 import resource
+import runpy
 import signal
 import sys
+
+from . import probe
 
 ENV = "ROOFKIT_SANDBOX"
 
@@ -249,7 +252,7 @@ def cap_output(limit: int) -> None:
 
     Student code could undo this; then ZeroMQ's message-size cap on the grader's side still protects it.
     """
-    from ipykernel import iostream
+    from ipykernel import iostream  # deferred: ipykernel costs ~0.1 s at import
 
     write, state = iostream.OutStream.write, {"n": 0}
 
@@ -280,17 +283,14 @@ def main(argv: list[str] | None = None) -> None:
         module, argv = argv[1], argv[2:]
     confine(settings)
     if settings.get("probe_fd") is not None:  # the grader's watch on reaches for keys (an audit hook)
-        from . import probe
-
         probe.install(int(settings["probe_fd"]), settings.get("hidden", []), settings.get("trusted", []),
                       settings.get("quiet", []))
     if settings.get("graded"):  # no bank in this roofkit: every question released, key lookups refused
-        from . import release
+        from . import release  # deferred: only once confined and watched, in the sandbox
 
         release.arm()
     if module == "ipykernel_launcher" and settings.get("output_chars"):
         cap_output(int(settings["output_chars"]))
-    import runpy
 
     sys.argv = [module, *argv]
     if module.endswith(".py"):  # a script (the tests use this)

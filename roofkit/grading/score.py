@@ -23,7 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..course import quiz
 from ..course.answers import MAX_LENGTH as MAX_TEXT
+from .files import text as valid
 
 __all__ = ["Score", "judge_answer", "score_code", "answer_text", "LEVELS", "HIDDEN_DETAILS", "default_level"]
 
@@ -49,8 +51,6 @@ class Score:
 
 
 def answer_text(answer) -> str:
-    from .files import text as valid
-
     try:
         text = answer if isinstance(answer, str) else repr(answer)
     except (RecursionError, ValueError, TypeError):  # a structure nested past repr's limits
@@ -64,8 +64,6 @@ def _unreadable(question, why: str) -> Score:
 
 def judge_answer(question, answer) -> Score:
     """Points for a numeric, symbolic or choice answer to ``question`` (already asked with the student's numbers)."""
-    from ..course import quiz
-
     if answer is None or answer == "Ellipsis" or (isinstance(answer, str) and not answer.strip()):
         return Score(0.0, "not answered", "not answered")
     if isinstance(answer, bool) or not isinstance(answer, (int, float, str)):
@@ -93,8 +91,6 @@ def judge_answer(question, answer) -> Score:
 
 def score_code(question, results: dict[int, dict], public: int) -> Score:
     """Points for a function from its per-case results ({case index: line from the case runner})."""
-    from ..course import quiz
-
     all_cases = list(question.cases) + list(question.hidden_cases)
     if not all_cases:
         return Score(0.0, "wrong", "this question has no cases to run")

@@ -25,10 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import InvalidValue
-from . import files, ids, results
+from . import files, ids, report, results, variants
+from .results import RESULTS
 
 __all__ = ["parse", "owner", "MANIFEST", "manifest", "write_manifest", "merge"]
 
@@ -53,8 +55,6 @@ def owner(student: str, n: int) -> int:
 
 def manifest(context, k: int, n: int, students: list[str]) -> dict:
     """What a shard records about itself, for :func:`merge`."""
-    from dataclasses import asdict
-
     release = context.release.manifest if context.release else {}
     return {"roofkit_shard": 1, "shard": [k, n], "assignment": context.name, "fingerprint": context.fingerprint,
             "release": {"name": release.get("name"), "template_sha256": release.get("template_sha256"),
@@ -104,9 +104,6 @@ def merge(folders: list[str | Path], *, out: str | Path, secret_file: str | Path
 
     ``secret_file``: the course secret, needed when the release has one (the shards' files are signed with it).
     """
-    from . import report, variants
-    from .results import RESULTS
-
     folders = [Path(f) for f in folders]
     out = Path(out)
     if not folders:

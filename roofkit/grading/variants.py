@@ -22,11 +22,14 @@ import hashlib
 import hmac
 import itertools
 import math
+import os
+import secrets
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..course import quiz
 from ..errors import InvalidValue
 from .ids import RULE as _ID_RULE
 from .ids import STUDENT_ID
@@ -86,9 +89,6 @@ def read_people(path: str | Path) -> dict[str, dict[str, str]]:
 
 def read_secret(path: str | Path | None, create: bool = False) -> bytes:
     """The course secret from a file (created with 256 random bits when ``create`` and missing)."""
-    import os
-    import secrets
-
     if path is None:
         value = os.environ.get("ROOFKIT_SECRET", "")
         if not value:
@@ -123,8 +123,6 @@ def _same(a, b, rtol: float) -> bool:
 
 @lru_cache(maxsize=None)
 def _combinations(question_id: str, spec: tuple) -> tuple[dict, ...]:
-    from ..course import quiz
-
     question = quiz.get(question_id)
     names = sorted(question.variants)
     total = math.prod(len(question.variants[n]) for n in names)

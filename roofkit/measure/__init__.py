@@ -122,7 +122,7 @@ def run(quick: bool = False, threads: int | None = None, progress: bool = True, 
     places = {k: v for k, v in _kernels.places(l2, llc).items() if k in s.places}
     gpu_ok, gpu_line = _gpu.status() if gpu else (False, "GPU: not measured (skipped).")
 
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: tqdm costs ~50 ms at import
 
     # steps: setting up, the warm-up, each round (and the GPU's); a re-measurement adds its own
     bar = tqdm(total=2 + s.rounds + (_gpu.steps(quick) if gpu_ok else 0), desc="roofkit measure", unit="step",

@@ -33,6 +33,9 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from ..perf import comms
 from ..errors import InvalidValue, RoofkitError
@@ -58,7 +61,7 @@ def choose_backend(prefer: str = "auto", torch=None) -> tuple[str, str]:
         return "socket", "plain TCP sockets (asked for)"
     if torch is None:
         try:
-            import torch
+            import torch  # deferred: torch is optional, and slow to import
         except ImportError:
             if prefer != "auto":
                 raise InvalidValue(f"backend {prefer!r} needs PyTorch, which is not installed; use 'socket'.") from None
@@ -102,8 +105,6 @@ class SocketTransport:
         return cls(rank, world, left, right)
 
     def buffer(self, nbytes: int):
-        import numpy as np
-
         return np.ones(max(1, math.ceil(nbytes / 4)), dtype=np.float32)
 
     def send(self, buf, peer: int) -> None:
@@ -129,8 +130,6 @@ class SocketTransport:
 
     def all_reduce(self, buf) -> None:
         """Ring all-reduce (sum): n-1 reduce-scatter steps, then n-1 all-gather steps."""
-        import numpy as np
-
         n, r = self.world, self.rank
         chunks = np.array_split(buf, n)
         scratch = np.empty_like(chunks[0])
@@ -188,7 +187,7 @@ class TorchTransport:
 
     def __init__(self, rank: int, world: int, backend: str, port: int, torch=None):
         if torch is None:
-            import torch
+            import torch  # deferred: torch is optional, and slow to import
         self.torch, self.dist, self.rank, self.world, self.backend = torch, torch.distributed, rank, world, backend
         if backend == "nccl":
             torch.cuda.set_device(rank)
@@ -333,8 +332,7 @@ class CommsProfile:
 
     def plot(self, path=None, title=None):
         """Measured time against message size, with the fitted α-β model; saved to ``path`` if given."""
-        import numpy as np
-        from matplotlib.figure import Figure
+        from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
         fig = Figure(figsize=(8, 5), layout="constrained")  # not registered with pyplot: nothing left open
         ax = fig.add_subplot()
@@ -365,7 +363,7 @@ def measure_comms(quick: bool = False, processes: int = 2, backend: str = "auto"
         raise InvalidValue(f"processes must be a whole number of at least 2; got {processes!r}.")
     name, note = choose_backend(backend)
     if name == "nccl":
-        import torch
+        import torch  # deferred: torch is optional, and slow to import
 
         processes = min(processes, torch.cuda.device_count())
     sizes = tuple(int(s) for s in (sizes or (QUICK_SIZES if quick else DEFAULT_SIZES)))
@@ -438,8 +436,6 @@ def _poll(conn, timeout_s: float, rank: int, worker=None):
 
 def cli_run(quick: bool, plot=None, save=None) -> tuple[dict, list[str]]:
     """What ``roofkit measure --comms [PLOT]`` prints: (the JSON object, the text lines)."""
-    from pathlib import Path
-
     for path, flag in ((plot, "--comms"), (save, "--save")):
         if path and not Path(path).resolve().parent.is_dir():
             raise InvalidValue(f"{flag}: the folder of {path!r} does not exist.")

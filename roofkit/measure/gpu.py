@@ -68,7 +68,7 @@ def status() -> tuple[bool, str]:
     if not _driver_present():
         return False, "GPU: none found (no CUDA or ROCm driver; the CPU was measured)."
     try:
-        import torch
+        import torch  # deferred: torch is optional, and slow to import
     except Exception as error:  # a broken install must not stop the CPU measurement
         return False, f"GPU: not measured (PyTorch failed to import: {type(error).__name__})."
     if not torch.cuda.is_available():
@@ -170,7 +170,7 @@ def _kernel_fns(torch, kernel: str, where_bytes: float, device):
 
 def measure_gpu(quick: bool = False, progress=None, device_index: int = 0) -> GpuResult:
     """Measure GPU ``device_index``. Call only when :func:`status` says a GPU is there."""
-    import torch
+    import torch  # deferred: torch is optional, and slow to import
 
     device = torch.device("cuda", device_index)
     torch.cuda.set_device(device)

@@ -36,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from .. import formulas
 from ..perf import roofline
 from .timing import Pool
@@ -166,8 +168,6 @@ def prediction_error(measured_s, predicted_s) -> float:
 
 def _setup(kernel: str, shape: tuple, pool: Pool):
     """(function running the kernel once, ideal cost, cost as it runs, working set in bytes)."""
-    import numpy as np
-
     def array(*dims):  # the values do not change the time of these kernels; filling is fast
         return np.full(dims, 0.5, np.float32)
 

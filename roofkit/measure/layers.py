@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import time
 
+from .. import formulas
+from ..catalogs import models
 from ..catalogs.measured import OPS, SHIPPED, LayerCase, LayerDataset, TrainingCase, load_layers, shipped  # noqa: F401
 
 __all__ = ["LayerCase", "LayerDataset", "TrainingCase", "load_layers", "shipped", "SHIPPED", "OPS", "LAYER_SET",
@@ -152,8 +154,6 @@ def measure_attention(torch, timer, device, iters: int = 15, shape=ATTENTION_SHA
     between its two products), so :mod:`roofkit.layertime` gives it a rate of its own.
     The FLOPs are :func:`roofkit.formulas.attention_fused`'s causal count.
     """
-    from .. import formulas
-
     batch, heads, seq, head_dim = shape
     q, k, v = (torch.randn(batch, heads, seq, head_dim, device=device, dtype=torch.bfloat16) for _ in range(3))
     F = torch.nn.functional
@@ -176,8 +176,6 @@ def measure_layers(torch, timer, device, quick: bool = False, progress=None, fre
     flush before each run (roofkit.measure.gpu's timer). Cases that do not fit
     in ``free_bytes`` are skipped, with a note.
     """
-    from ..catalogs import models
-
     tick = progress or (lambda: None)
     iters, walls = (5, 10) if quick else (15, 50)
     notes, cases = [], []
@@ -267,8 +265,6 @@ def measure_training(torch, timer, device, quick: bool = False, progress=None, f
     Cases that do not fit in ``free_bytes`` are skipped, with a note. Returns the
     ``training`` list of a layers.json document, and the notes.
     """
-    from ..catalogs import models
-
     tick = progress or (lambda: None)
     iters = 5 if quick else 15
     notes, cases = [], []

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from .. import dtypes, formulas
 
 __all__ = ["MatmulResult", "MatmulSweep", "peak"]
@@ -41,8 +43,6 @@ class MatmulSweep:
     """n x n x n products for each size and precision: ``fns()`` to time, ``results(times)`` to read."""
 
     def __init__(self, sizes=(256, 512, 1024), precisions=("fp64", "fp32")):
-        import numpy as np
-
         rng = np.random.default_rng(0)
         self._fns = {}
         for precision in (dtypes.canonical(p) for p in precisions):

@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from .. import formulas
 from ..catalogs import hardware
 from ..perf import layertime
 from ..plots import roofline
 from ..errors import InvalidValue
+from .kernels import KernelResult
 from .layers import load_layers, shipped
 
 __all__ = ["layer_rows", "op_rows", "plot_predicted", "gap_bars", "sweep_rows", "plot_sweep", "gpu_table",
@@ -111,7 +114,7 @@ def _versus(ax, rows, band, title):
 def plot_predicted(dataset=None, calibration=None, hw=None, band=0.15):
     """Measured against predicted, per op (timed alone) and per layer, for prefill and decode, with the
     datasheet roofline sum and the calibrated model; the y = x line and a band of ±``band``."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
     data, cal, target = _setup(dataset, calibration, hw)
     fig = Figure(figsize=(12, 5.6), layout="constrained")
@@ -129,7 +132,7 @@ def gap_bars(rows, title=None):
     """One bar per layer row (from :func:`layer_rows`): the datasheet roofline sum, then what the
     achievable roofs, the per-kernel floor and the eager kernels add, with the measurement marked;
     each bar as a fraction of its measured time."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
     if not rows:
         raise InvalidValue("gap_bars() needs at least one row from layer_rows().")
@@ -188,8 +191,7 @@ def sweep_rows(oracle=None, hw="h200", calibration=None) -> list[dict]:
 def plot_sweep(oracle=None, hw="h200", calibration=None):
     """Time of the M x N x K GEMM against M: measured, and the roofline's predictions, with the batch at
     which the roofline says it turns compute-bound (datasheet and achievable ridge)."""
-    import numpy as np
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.4 s at import
 
     rows = sweep_rows(oracle, hw, calibration)
     acc = hardware.get(hw)
@@ -247,8 +249,6 @@ _LABELS = {"add": ((8, -14), "left"), "reduction": ((-8, 8), "right"), "gemv": (
 def plot_gpu(gpu, precision="bf16", where=("HBM",)):
     """A profile's GPU kernels (those whose data lived in ``where``) on the catalog's datasheet roofline,
     beside the measured roofs (the best matmul and the copy)."""
-    from .kernels import KernelResult
-
     kernels = [k for k in (KernelResult.from_dict(k) for k in gpu.get("kernels", [])) if k.where in where]
     roof = roofline.Roof("measured: best matmul, copy", gpu["peak_flops_per_s"][precision],
                          gpu["bandwidth_bytes_per_s"])
@@ -267,7 +267,7 @@ def plot_gpu(gpu, precision="bf16", where=("HBM",)):
 
 def _no_minor_ticks(ax) -> None:
     """Every decade is labelled; unlabelled minor ticks on log axes cost half the drawing time."""
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_minor_locator(NullLocator())

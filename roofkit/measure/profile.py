@@ -25,7 +25,9 @@ from pathlib import Path
 from ..catalogs import hardware
 from ..perf import roofline
 from ..errors import InvalidValue
+from ..plots.measure import profile_plot
 from ..units import positive
+from . import sanity
 from .kernels import KernelResult, format_table, prediction_table
 
 __all__ = ["Profile", "load_profile", "FORMAT"]
@@ -62,14 +64,10 @@ class Profile:
     @property
     def sane(self) -> bool:
         """Whether every check of :mod:`roofkit.measure.sanity` passes on this profile's numbers."""
-        from . import sanity
-
         return not sanity.failed(self.sanity())
 
     def sanity(self) -> list:
         """The checks of :mod:`roofkit.measure.sanity`, run on this profile's numbers."""
-        from . import sanity
-
         return sanity.check(self)
 
     # --- roofs -----------------------------------------------------------------
@@ -144,8 +142,6 @@ class Profile:
 
         See :func:`roofkit.measure.plot.profile_plot`.
         """
-        from ..plots.measure import profile_plot
-
         return profile_plot(self, beside, kernels, precisions, title)
 
     # --- text and JSON ------------------------------------------------------------------------
@@ -180,7 +176,6 @@ class Profile:
                       f"  numpy in cache-sized blocks     {ms(f['blocked_s'])}   {f['unfused_s'] / f['blocked_s']:.3g}x",
                       f"  numpy as one expression         {ms(f['expression_s'])}   "
                       f"{f['unfused_s'] / f['expression_s']:.3g}x (fresh temporaries)"]
-        from . import sanity
 
         lines += ["", sanity.report(self.sanity(), self.remeasured)]
         lines += ["", self.gpu_status]

@@ -48,6 +48,8 @@ import math
 import threading
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from ..perf import fusion
 from ..errors import InvalidValue
 from ..formulas import Cost, elementwise
@@ -143,8 +145,6 @@ class Stream:
     """
 
     def __init__(self, n: int, pool: Pool, block_bytes: int = 2**20):
-        import numpy as np
-
         self.n = n = int(n)
         a, b, c = np.full(n, 1.0), np.full(n, 2.0), np.full(n, 0.5)
         block = max(4096, block_bytes // 8)

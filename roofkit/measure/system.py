@@ -178,8 +178,8 @@ def block_bytes(l2_bytes: int, llc_bytes: int, threads: int) -> int:
 @contextlib.contextmanager
 def limit_threads(threads: int):
     """Run the block with at most ``threads`` BLAS and numexpr threads (threadpoolctl, numexpr)."""
-    import numexpr
-    from threadpoolctl import threadpool_limits
+    import numexpr  # deferred: numexpr costs ~0.12 s at import
+    from threadpoolctl import threadpool_limits  # deferred: threadpoolctl costs ~14 ms at import
 
     before = numexpr.set_num_threads(threads)
     try:

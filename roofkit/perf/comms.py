@@ -58,10 +58,13 @@ is NCCL's own estimate with the bandwidth nccl-tests measures:
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
+from ..catalogs import links
 from ..errors import InvalidValue, UnknownName
-from ..units import is_symbolic, positive, whole
+from ..units import is_symbolic, nonnegative, positive, whole
+from . import nccl
 
 __all__ = ["COLLECTIVES", "ALGORITHMS", "UnknownCollective", "canonical", "steps", "volume", "bus_factor",
            "time", "latency_term", "bandwidth_term", "algbw", "busbw", "latency_bound_size", "symbolic",
@@ -120,7 +123,7 @@ def _gpus(n, name: str = "gpus"):
 
 def _ceil_log2(n):
     if is_symbolic(n):
-        import sympy
+        import sympy  # deferred: sympy costs ~0.25 s at import
 
         return sympy.ceiling(sympy.log(n, 2))
     return math.ceil(math.log2(n))
@@ -194,15 +197,13 @@ def latency_bound_size(collective: str, n, alpha, bandwidth, algorithm: str = "r
 
 def symbolic(collective: str, algorithm: str = "ring"):
     """T in the symbols S, n, α, β: ``symbolic("all-gather")`` -> ``S*(n - 1)/(beta*n) + alpha*(n - 1)``."""
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     S, n, a, b = sympy.symbols("S n alpha beta", positive=True)
     return time(collective, S, n, a, b, algorithm)
 
 
 def _nonneg(value, name):
-    from ..units import nonnegative
-
     return nonnegative(value, name)
 
 
@@ -264,7 +265,6 @@ def _link_figures(link, gpus):
     """(Link or None, α, β) from a catalog name or Link, or a pair (alpha_s, bandwidth_bytes_per_s)."""
     if isinstance(link, tuple) and len(link) == 2:
         return None, float(_nonneg(link[0], "alpha")), float(positive(link[1], "bandwidth"))
-    from ..catalogs import links
 
     chosen = links.get(link)
     if chosen.gpus is not None and gpus > chosen.gpus:
@@ -281,8 +281,6 @@ def _flag(value, name: str) -> bool:
 
 def _candidates(c: str, algorithm: str, link, calibrated: bool) -> list[str]:
     """The algorithms to try: the one asked for, or (auto) every one NCCL could run here."""
-    from . import nccl
-
     nvls = c == "all-reduce" and link is not None and nccl.nvls_capable(link) and \
         (not calibrated or nccl.nvls_bandwidth(link) is not None)
     if algorithm == "auto":
@@ -298,8 +296,6 @@ def _candidates(c: str, algorithm: str, link, calibrated: bool) -> list[str]:
 
 def _nccl_time(c: str, S: float, n: int, link, algorithm: str, protocol: str, calibrated: bool):
     """(α per step, β used, latency, transfer) of one algorithm and protocol on a catalog link (NCCL's model)."""
-    from . import nccl
-
     kind = nccl.link_class(link)
     share = nccl.protocol_share(protocol)
     f = volume(c, n, algorithm)
@@ -337,8 +333,6 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
     estimate: NCCL's latencies with its per-call base and the bandwidth nccl-tests
     measures on the link (:func:`roofkit.nccl.effective_bandwidth`).
     """
-    from . import nccl
-
     c = canonical(name)
     n = 2 if c == "p2p" else _gpus(gpus)
     S = float(positive(size, "size"))
@@ -476,9 +470,6 @@ class Hierarchical:
 
 def _in_network(size: float, nodes: int, inter) -> Collective:
     """An all-reduce that the network's switches compute (SHARP, NCCL's CollNet): each GPU sends its share once."""
-    from ..catalogs import links
-    from . import nccl
-
     link = links.get(inter)
     alpha = nccl.hw_latency("net", "collnet", "Simple")
     transfer = size / link.collective_bandwidth
@@ -521,84 +512,102 @@ def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: b
         raise InvalidValue(f"a collective needs at least 2 GPUs; got {k} x {m}.")
     calibrated = _flag(calibrated, "calibrated")
     S = float(positive(size, "size"))
-
-    def inter_phase(phase: str, part: float, a: str) -> Collective:
-        if a == "collnet":
-            from ..catalogs import links
-            from . import nccl
-
-            if phase != "all-reduce" or not nccl.in_network_reduction(links.get(inter)):
-                raise InvalidValue(f"collnet (in-network reduction) is an all-reduce on a network whose switches "
-                                   f"reduce; {getattr(links.get(inter), 'key', inter)} has none.")
-            return _in_network(part, m, inter)
-        if a == "tree" and phase != "all-reduce":
-            a = "ring"
-        return collective(phase, part, m, inter, a, calibrated=calibrated)
-
-    def run(a: str) -> tuple[list, float]:
-        phases = []
-        for phase, level, divisor in _PHASES[c]:
-            group = k if level == "intra" else m
-            if group < 2:
-                continue
-            part = S / k if divisor == "k" else S
-            if level == "intra":
-                phases.append((level, collective(phase, part, group, intra, calibrated=calibrated)))
-            else:
-                phases.append((level, inter_phase(phase, part, a)))
-        if overlap:  # the phases on one link still take turns; the two links work at once
-            busy = {level: sum(p.transfer_s for lv, p in phases if lv == level) for level, _ in phases}
-            return phases, sum(p.latency_s for _, p in phases) + max(busy.values())
-        return phases, sum(p.time_s for _, p in phases)
-
-    def nccl_latency(a: str, phases) -> float:
-        """NCCL's latency of the whole collective across nodes (tuning.cc), in place of the phases' own."""
-        from ..catalogs import links
-        from . import nccl
-
-        if a == "collnet":
-            return sum(p.latency_s for _, p in phases)
-        kind_intra = nccl.link_class(links.get(intra)) or "nvlink"
-        steps_all = 2 * (k * m - 1) if c == "all-reduce" else k * m - 1
-        inter_steps = 2 * (m - 1) if c == "all-reduce" else m - 1
-        best = None
-        for proto in nccl.protocols("ring"):
-            net_overhead = 1e-6 * (3 if proto == "Simple" else 1)  # tuning.cc: getNetOverhead, x3 for Simple
-            intra_lat = max(nccl.hw_latency(kind_intra, a if a != "collnet" else "ring", proto), net_overhead)
-            inter_lat = nccl.hw_latency("net", a, proto) * (nccl.RING_PLATEAU if a == "ring" and proto == "Simple"
-                                                            and c == "all-reduce" else 1)
-            if a == "tree":
-                lat = 2 * ((k - 1) * intra_lat + math.ceil(math.log2(m)) * inter_lat)
-            else:
-                lat = (steps_all - inter_steps) * intra_lat + inter_steps * inter_lat
-            lat += nccl.base_latency(a, proto)
-            best = lat if best is None else min(best, lat)
-        return best
-
-    def timed(a: str):
-        phases, t = run(a)
-        if calibrated:
-            t += nccl_latency(a, phases) - sum(p.latency_s for _, p in phases)
-        return phases, t
-
+    job = _HierarchicalJob(c, S, k, m, intra, inter, overlap, calibrated)
     latency = None
     if c != "all-reduce" and algorithm == "tree":  # NCCL runs all-gather and reduce-scatter on rings only
         algorithm = "ring"  # (tuning.cc, 2.7 to 2.18; later PAT, NVLS, CollNet, never a tree): its latency too
     if algorithm == "auto":
-        from ..catalogs import links
-        from . import nccl
-
-        tried = ["ring"] + (["tree"] if c == "all-reduce" else []) + \
-            (["collnet"] if c == "all-reduce" and not calibrated and nccl.in_network_reduction(links.get(inter))
-             else [])
-        results = {a: timed(a) for a in tried}
+        results = {a: _hierarchical_timed(job, a) for a in _hierarchical_tried(c, inter, calibrated)}
         algorithm = min(results, key=lambda a: results[a][1])
         phases, t = results[algorithm]
     else:
-        phases, t = timed(algorithm)
+        phases, t = _hierarchical_timed(job, algorithm)
     if calibrated:
-        latency = nccl_latency(algorithm, phases)
+        latency = _hierarchical_nccl_latency(job, algorithm, phases)
     return Hierarchical(c, S, k, m, bool(overlap), phases, t, algorithm, calibrated, latency)
+
+
+@dataclass(frozen=True)
+class _HierarchicalJob:
+    """hierarchical()'s arguments, checked: the collective, its bytes, k GPUs a node, m nodes, the links."""
+
+    c: str
+    S: float
+    k: int
+    m: int
+    intra: object
+    inter: object
+    overlap: object
+    calibrated: bool
+
+
+def _hierarchical_tried(c: str, inter, calibrated: bool) -> list[str]:
+    """The algorithms between the nodes that 'auto' chooses from: CollNet only in the bound, on a network with it."""
+    return ["ring"] + (["tree"] if c == "all-reduce" else []) + \
+        (["collnet"] if c == "all-reduce" and not calibrated and nccl.in_network_reduction(links.get(inter))
+         else [])
+
+
+def _hierarchical_inter_phase(job: _HierarchicalJob, phase: str, part: float, a: str) -> Collective:
+    """One phase between the nodes, with algorithm ``a`` (a tree only for an all-reduce)."""
+    if a == "collnet":
+        if phase != "all-reduce" or not nccl.in_network_reduction(links.get(job.inter)):
+            raise InvalidValue(f"collnet (in-network reduction) is an all-reduce on a network whose switches "
+                               f"reduce; {getattr(links.get(job.inter), 'key', job.inter)} has none.")
+        return _in_network(part, job.m, job.inter)
+    if a == "tree" and phase != "all-reduce":
+        a = "ring"
+    return collective(phase, part, job.m, job.inter, a, calibrated=job.calibrated)
+
+
+def _hierarchical_run(job: _HierarchicalJob, a: str) -> tuple[list, float]:
+    """The phases, inside the nodes and between them, and their time: pipelined (overlap) or one after the other."""
+    c, S, k, m = job.c, job.S, job.k, job.m
+    phases = []
+    for phase, level, divisor in _PHASES[c]:
+        group = k if level == "intra" else m
+        if group < 2:
+            continue
+        part = S / k if divisor == "k" else S
+        if level == "intra":
+            phases.append((level, collective(phase, part, group, job.intra, calibrated=job.calibrated)))
+        else:
+            phases.append((level, _hierarchical_inter_phase(job, phase, part, a)))
+    if job.overlap:  # the phases on one link still take turns; the two links work at once
+        busy = {level: sum(p.transfer_s for lv, p in phases if lv == level) for level, _ in phases}
+        return phases, sum(p.latency_s for _, p in phases) + max(busy.values())
+    return phases, sum(p.time_s for _, p in phases)
+
+
+def _hierarchical_nccl_latency(job: _HierarchicalJob, a: str, phases) -> float:
+    """NCCL's latency of the whole collective across nodes (tuning.cc), in place of the phases' own."""
+    c, k, m = job.c, job.k, job.m
+    if a == "collnet":
+        return sum(p.latency_s for _, p in phases)
+    kind_intra = nccl.link_class(links.get(job.intra)) or "nvlink"
+    steps_all = 2 * (k * m - 1) if c == "all-reduce" else k * m - 1
+    inter_steps = 2 * (m - 1) if c == "all-reduce" else m - 1
+    best = None
+    for proto in nccl.protocols("ring"):
+        net_overhead = 1e-6 * (3 if proto == "Simple" else 1)  # tuning.cc: getNetOverhead, x3 for Simple
+        intra_lat = max(nccl.hw_latency(kind_intra, a if a != "collnet" else "ring", proto), net_overhead)
+        inter_lat = nccl.hw_latency("net", a, proto) * (nccl.RING_PLATEAU if a == "ring" and proto == "Simple"
+                                                        and c == "all-reduce" else 1)
+        if a == "tree":
+            lat = 2 * ((k - 1) * intra_lat + math.ceil(math.log2(m)) * inter_lat)
+        else:
+            lat = (steps_all - inter_steps) * intra_lat + inter_steps * inter_lat
+        lat += nccl.base_latency(a, proto)
+        best = lat if best is None else min(best, lat)
+    return best
+
+
+def _hierarchical_timed(job: _HierarchicalJob, a: str):
+    """The phases and the time with algorithm ``a``; calibrated, NCCL's latency in place of the phases' own."""
+    phases, t = _hierarchical_run(job, a)
+    if job.calibrated:
+        t += _hierarchical_nccl_latency(job, a, phases) - sum(p.latency_s for _, p in phases)
+    return phases, t
 
 
 # --- fitting α and β to measurements ---------------------------------------------------
@@ -623,8 +632,6 @@ class Fit:
 
     @property
     def median_error(self) -> float:
-        import statistics
-
         return statistics.median(abs(e) for e in self.errors)
 
     @property
@@ -645,7 +652,7 @@ def fit(sizes, times, collective: str = "p2p", gpus=2, algorithm: str = "ring") 
     one. Neither α nor 1/β may come out negative: if one would, it is pinned at
     0 and the other refitted (β = inf means no measurable bandwidth cost).
     """
-    import numpy as np
+    import numpy as np  # deferred: numpy costs ~80 ms at import
 
     c = canonical(collective)
     n = 2 if c == "p2p" else _gpus(gpus)

@@ -44,12 +44,16 @@ import math
 import numbers
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from .. import dtypes
+from ..catalogs.hardware import get
 from ..errors import InvalidValue
 from ..formulas import (GELU_FLOPS_PER_ELEMENT, RMSNORM_FLOPS_PER_ELEMENT, SILU_FLOPS_PER_ELEMENT, Cost, elementwise,
     gemm, rmsnorm)
 from ..units import fraction as _fraction
 from ..units import nonnegative, positive, size, whole
+from .roofline import time_bounds
 
 __all__ = [
     "DEFAULT_LAUNCH_OVERHEAD_S", "stream_time", "Op", "OPS", "ChainCost", "chain", "mlp_block",
@@ -183,9 +187,6 @@ class ChainCost:
         vector units, but these kernels sit so far below the ridge that the
         memory term decides.
         """
-        from ..catalogs.hardware import get
-        from .roofline import time_bounds
-
         accelerator = get(hw)
         peak, bandwidth = accelerator.peak(dtype), accelerator.bandwidth
 
@@ -381,8 +382,6 @@ def online_softmax(scores, block, values=None) -> OnlineSoftmax:
     >>> r.maxima, [round(l, 4) for l in r.sums]
     ((3.0, 5.0), [1.1353, 1.2034])
     """
-    import numpy as np
-
     def numbers(value):
         try:
             return np.asarray(value, dtype=np.float64)

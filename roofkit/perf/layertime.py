@@ -61,11 +61,14 @@ the layer).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
 
 from .. import dtypes, formulas
 from ..catalogs import hardware, models
 from ..errors import InvalidValue
+from .roofline import time_bounds
 
 __all__ = ["Kernel", "Calibration", "LayerTime", "OpTime", "kernels", "predict", "predict_case", "calibrate",
            "default_calibration", "fit_floor", "leave_one_out", "compare", "gemm_bandwidth_check",
@@ -160,8 +163,6 @@ def _roofline_s(ks: list[Kernel], peak: float, bandwidth: float, gemm_bandwidth:
                 attention_peak: float | None = None) -> float:
     """Sum of the kernels' roofline times max(F/P, B/BW); ``gemm_bandwidth`` (if given) for the weight GEMMs,
     ``attention_peak`` (if given) for the fused attention kernel."""
-    from .roofline import time_bounds
-
     def bw(k):
         return gemm_bandwidth if gemm_bandwidth is not None and k.kind == "gemm" else bandwidth
 
@@ -233,7 +234,7 @@ def attention_rate(dataset=None, hw=None) -> tuple[dict[str, float], str]:
     largest prefill attention, timed alone); else none ({}), and the calibration
     gives attention the matmul's rate, which is optimistic.
     """
-    from ..catalogs.measured import load_layers
+    from ..catalogs.measured import load_layers  # deferred: catalogs.measured costs ~7 ms; the bound never reads it
 
     data = load_layers(dataset)
     measured = data.attention or {}
@@ -259,7 +260,7 @@ def calibrate(dataset=None, hw=None, dtype="bf16") -> Calibration:
     for ``hw`` (or for the dataset's device); attention's rate comes from
     :func:`attention_rate`.
     """
-    from ..catalogs.measured import load_layers
+    from ..catalogs.measured import load_layers  # deferred: catalogs.measured costs ~7 ms; the bound never reads it
 
     data = load_layers(dataset)
     peaks, bandwidth, catalog, roofs_from = _dataset_roofs(data, hw)
@@ -415,7 +416,7 @@ def _ideal_achievable_s(case, calibration: Calibration) -> float:
 def compare(dataset=None, calibration: Calibration | None = None, hw=None) -> list[dict]:
     """One row per measured case: measured, the plain roofline sum, the roofline sum at achievable roofs,
     the calibrated prediction, and their ratios (prediction / measurement)."""
-    from ..catalogs.measured import load_layers
+    from ..catalogs.measured import load_layers  # deferred: catalogs.measured costs ~7 ms; the bound never reads it
 
     data = load_layers(dataset)
     cal = calibration or calibrate(data, hw)
@@ -440,9 +441,7 @@ def leave_one_out(dataset=None, hw=None) -> list[dict]:
     One row per case: ``label``, ``measured_s``, ``floor_s`` (fitted on the others),
     ``predicted_s`` and ``ratio`` (predicted / measured).
     """
-    from ..catalogs.measured import load_layers
-
-    from dataclasses import replace
+    from ..catalogs.measured import load_layers  # deferred: catalogs.measured costs ~7 ms; the bound never reads it
 
     data = load_layers(dataset)
     full = calibrate(data, hw)
@@ -476,9 +475,7 @@ def gemm_bandwidth_check(dataset=None, hw=None) -> dict:
     largest relative error of the whole layers with that factor and with the
     floor alone (``factor`` = 1).
     """
-    import numpy as np
-
-    from ..catalogs.measured import load_layers
+    from ..catalogs.measured import load_layers  # deferred: catalogs.measured costs ~7 ms; the bound never reads it
 
     data = load_layers(dataset)
     cal = calibrate(data, hw)

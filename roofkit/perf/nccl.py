@@ -42,7 +42,7 @@ roofkit uses them in two ways (:mod:`roofkit.comms`):
 
 from __future__ import annotations
 
-from ..catalogs import nccl_tuning
+from ..catalogs import links, nccl_tuning
 from ..catalogs.nccl_tuning import ALGORITHMS, PROTOCOLS, SOURCE
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "SOURCE", "protocol_share", "hw_latency", "base_latency", "link_class",
@@ -105,8 +105,6 @@ def effective_bandwidth(link, gpus=None) -> float:
     its line rate that the measured links of its kind reach (the median), and
     an NVSwitch domain the figure of the NVLink it is built on.
     """
-    from ..catalogs import links
-
     share = links.mesh_share(link, gpus) if gpus is not None and getattr(link, "mesh", False) else 1.0
     if getattr(link, "nccl_bandwidth", None):
         return link.nccl_bandwidth * share

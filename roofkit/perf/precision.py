@@ -66,7 +66,7 @@ _QUANTITIES = ("bias", "max", "min", "min_normal", "min_subnormal", "eps", "deci
 @functools.lru_cache(maxsize=None)
 def _rules(kind: str) -> dict:
     """The kind's rules as sympy expressions in E (exponent bits), M (mantissa bits), N (all bits)."""
-    import sympy as sp
+    import sympy as sp  # deferred: sympy costs ~0.25 s at import
 
     E, M, N = sp.symbols("E M N", integer=True, positive=True)
     two = sp.Integer(2)
@@ -88,7 +88,7 @@ def _rules(kind: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _derived(kind: str, E: int, M: int, N: int) -> dict:
-    import sympy as sp
+    import sympy as sp  # deferred: sympy costs ~0.25 s at import
 
     values = dict(zip(sp.symbols("E M N", integer=True, positive=True), (E, M, N)))
     return {k: v.subs(values) for k, v in _rules(kind).items()}
@@ -231,7 +231,7 @@ def _dtype(fmt: Format) -> np.dtype:
         return np.dtype(np.float32)
     if fmt.name in ("float64", "float32", "float16", "int8"):
         return np.dtype(fmt.name)
-    import ml_dtypes
+    import ml_dtypes  # deferred: ml_dtypes costs ~0.14 s at import
 
     return np.dtype(getattr(ml_dtypes, fmt.name))
 

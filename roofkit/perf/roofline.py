@@ -42,8 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..catalogs.hardware import get
+from ..dtypes import canonical
 from ..errors import InvalidValue, UnsupportedPrecision
 from ..formulas import ridge_point  # the formula lives once, in roofkit.formulas; exported here as roofline's own
+from ..formulas import gemm
 from ..units import nonnegative, positive, size
 
 __all__ = [
@@ -126,9 +129,6 @@ class Placement:
 
 def analyze(cost, accelerator, precision: str) -> Placement:
     """Place ``cost`` (anything with .flops and .bytes) on ``accelerator``'s roofline."""
-    from ..dtypes import canonical
-    from ..catalogs.hardware import get
-
     acc = get(accelerator)
     P, B = acc.peak(precision), acc.bandwidth
     F, Q = _number(getattr(cost, "flops", None), "flops"), _number(getattr(cost, "bytes", None), "bytes")
@@ -210,10 +210,6 @@ def balance_point_matrix_size(accelerator, precision) -> float:
     dimension" of a square matmul). Found numerically from :func:`roofkit.formulas.gemm`, so it
     follows that formula; returns a float (at least 1).
     """
-    from ..dtypes import canonical
-    from ..formulas import gemm
-    from ..catalogs.hardware import get
-
     acc = get(accelerator)
     p = canonical(precision)
     return crossing_size(lambda n: gemm(n, n, n, p).intensity, acc.ridge(p), integer=False)
@@ -227,10 +223,6 @@ def decode_batch_to_compute_bound(d_model, accelerator, precision) -> int:
     a model too narrow for the chip never gets there (InvalidValue).
     Lesson 11's exercise: a 7B model (d = 4096) on an H100 in BF16.
     """
-    from ..dtypes import canonical
-    from ..formulas import gemm
-    from ..catalogs.hardware import get
-
     d = size(d_model, "d_model")
     acc = get(accelerator)
     p = canonical(precision)

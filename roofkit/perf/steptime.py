@@ -378,7 +378,7 @@ def compare_training(dataset=None) -> list[dict]:
     seconds, and their ratios (predicted / measured). An empty list when the dataset has no training cases
     (the H200 one shipped with roofkit predates them).
     """
-    from ..catalogs.measured import load_layers
+    from ..catalogs.measured import load_layers  # deferred: catalogs.measured costs ~7 ms; only comparisons read it
 
     data = load_layers(dataset)
     if not data.training:

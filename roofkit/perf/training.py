@@ -56,8 +56,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .. import dtypes
+from .. import dtypes, formulas
+from ..catalogs.hardware import get
 from ..errors import InvalidValue
+from ..formulas import attention_pairs
 from ..units import fraction, positive, size, whole
 
 __all__ = [
@@ -233,8 +235,6 @@ def flops_per_token(params, n_layers=None, n_heads=None, head_dim=None, seq_len=
         )
     L, H, Q, T = (_arg(v, k) for k, v in shape.items())
     if causal:
-        from ..formulas import attention_pairs
-
         return _finite(FLOPS_PER_PARAM_TOKEN * N + 2 * products * L * H * Q * attention_pairs(T, causal=True) / T,
                        "FLOPs per token")
     return _finite(FLOPS_PER_PARAM_TOKEN * N + 2 * products * L * H * Q * T, "FLOPs per token")
@@ -301,8 +301,6 @@ def padding_efficiency(m, n, k, tile=128) -> float:
     >>> round(padding_efficiency(130, 130, 130), 3)
     0.131
     """
-    from .. import formulas
-
     return _ratio(formulas.gemm(m, n, k).flops, formulas.gemm_padded(m, n, k, tile=tile), "padding efficiency")
 
 
@@ -356,8 +354,6 @@ def mfu_report(params, tokens_per_s, gpus, hw, dtype="bf16") -> dict:
     >>> round(r["mfu"], 2), r["plausible"], r["level"]
     (1.27, False, 'impossible')
     """
-    from ..catalogs.hardware import get
-
     accelerator = get(hw)
     peak = accelerator.peak(dtype)
     U = mfu_from_throughput(params, tokens_per_s, peak, gpus)
@@ -473,8 +469,6 @@ def estimate(params, tokens, hw=None, dtype="bf16", mfu=0.4, gpus=None,
     if deadline_hours is not None:
         result["deadline_hours"] = _arg(deadline_hours, "deadline_hours", positive)
     if hw is not None:
-        from ..catalogs.hardware import get
-
         accelerator = get(hw)
         result |= {"accelerator": accelerator.name, "peak_flops": accelerator.peak(dtype)}
         result["gpu_hours"] = gpu_hours(result["flops"], result["peak_flops"], U)

@@ -43,6 +43,8 @@ from importlib import resources
 
 from ... import dtypes
 from ...catalogs import hardware
+from .. import layertime
+from ...errors import InvalidValue
 
 __all__ = ["EngineCalibration", "Roofs", "roofs", "activation_dtype", "default", "kernel_time"]
 
@@ -100,8 +102,6 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
     key = dtypes.canonical(dtype)
     if not calibrated:
         if calibration is not None:
-            from ...errors import InvalidValue
-
             raise InvalidValue("an engine calibration is used only with calibrated=True.")
         return Roofs(acc.peak(key), acc.memory_bandwidth())
     cal = calibration or default()
@@ -122,8 +122,6 @@ def default() -> EngineCalibration:
     module, so it is not called from here); a test refits it and compares.
     """
     if not _DEFAULT:
-        from .. import layertime
-
         data = json.loads(resources.files("roofkit").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8"))
         _DEFAULT.append(EngineCalibration(floor_s=layertime.default_calibration().floor_s, step_s=data["step_s"],
                                           source=data["source"], runs=data["runs"]))

@@ -124,7 +124,7 @@ def symbolic() -> dict:
 
     Symbols: L layers, s tokens, H_kv K/V heads, d_h head size, d_c latent, d_h^R RoPE key, b bytes.
     """
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     L, s, H_kv, d_h, d_c, d_r, b = sympy.symbols("L s H_kv d_h d_c d_h^R b", positive=True)
     return {"attention": L * formulas.kv_cache_bytes(1, s, H_kv * d_h, b),

@@ -60,10 +60,10 @@ import math
 from dataclasses import dataclass, field
 
 from ... import dtypes, formulas
-from ...catalogs import hardware, models
-from .. import layertime
+from ...catalogs import hardware, links, models
+from .. import comms, layertime
 from ...errors import InvalidValue
-from ...units import nonnegative, whole
+from ...units import nonnegative, positive, whole
 from . import engine, memory, weights
 
 __all__ = ["StepTime", "step", "decode_step", "prefill", "ttft", "tpot", "throughput", "critical_batch",
@@ -192,9 +192,6 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     calibrated); ``weights_dtype`` and ``kv_dtype`` default to it. ``gpus``, ``tp``,
     ``pp``: the layout (:func:`roofkit.inference.memory.layout`), one replica's step.
     """
-    from .. import comms
-    from ...catalogs import links
-
     m, acc = models.get(model), hardware.get(hw)
     _supported(m)
     B = whole(batch, "batch", 0)
@@ -301,9 +298,6 @@ def fewest_gpus(model, hw, tpot_s, batch=1, context=4096, dtype="bf16", weights_
     all-reduces cost at least 2 (t - 1) link latencies however small the step:
     sharded decode has a floor, and past it more GPUs buy nothing.
     """
-    from ...catalogs import links
-    from ...units import positive
-
     m, acc = models.get(model), hardware.get(hw)
     target = positive(tpot_s, "tpot_s")
     domain = links.scale_up(acc)
@@ -399,7 +393,7 @@ def critical_batch_symbolic() -> dict:
     BF16 weights (b_w = 2) put it at the ridge; INT8 weights multiplied in BF16
     (b_w = 1, the math unchanged) halve it. Returns {'B*': ..., 'symbols': (B, N, b_w, P, BW)}.
     """
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     B, N, b_w, P, BW = sympy.symbols("B N b_w P BW", positive=True)
     bound = step_time_bound(B, N, N * b_w, 0, P, BW)  # no cache: the weights' side alone
@@ -415,13 +409,11 @@ def step_time_bound(batch, params, weight_bytes, kv_bytes_per_sequence, peak_flo
     attention always bandwidth-bound, the weights' GEMMs whichever is slower:
     math (2 FLOPs per parameter per token) or reading the weights. Numbers or sympy symbols.
     """
-    from ...units import positive
-
     B, N, W = positive(batch, "batch"), positive(params, "params"), positive(weight_bytes, "weight_bytes")
     KV = nonnegative(kv_bytes_per_sequence, "kv_bytes_per_sequence")
     P, BW = positive(peak_flops, "peak_flops"), positive(bandwidth, "bandwidth")
     if any(type(v).__module__.startswith("sympy") for v in (B, N, W, KV, P, BW)):
-        import sympy
+        import sympy  # deferred: sympy costs ~0.25 s at import
 
         return B * KV / BW + sympy.Max(2 * B * N / P, W / BW)
     return B * KV / BW + max(2 * B * N / P, W / BW)

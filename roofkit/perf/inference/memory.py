@@ -50,7 +50,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ... import dtypes
-from ...catalogs import hardware, models
+from ...catalogs import hardware, links, models
 from ...errors import InvalidValue
 from ...units import whole
 from . import kvcache, weights
@@ -90,8 +90,6 @@ def layout(model, hw, gpus=1, tp=None, pp=None) -> Layout:
     """The layout of ``gpus`` GPUs: given ``tp`` (and ``pp``, default 1), gpus / (tp pp) replicas; given neither,
     one replica with tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the
     heads) and pipeline stages across."""
-    from ...catalogs import links
-
     m, acc, n = models.get(model), hardware.get(hw), whole(gpus, "gpus")
     domain = links.scale_up(acc)
     size = domain.gpus if domain is not None and domain.gpus is not None else None

@@ -28,8 +28,13 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
 
+from ...catalogs.hardware import NoAchievableFigure
 from ...errors import InvalidValue
+from .. import layertime
 from . import engine
+from .memory import plan
+from .preemption import offline
+from .workload import Workload, steady_state
 
 __all__ = ["Run", "runs", "heldout", "predict", "preempted", "speed", "compare", "fit", "KINDS"]
 
@@ -91,8 +96,6 @@ def predict(run: Run, calibrated=False, calibration: engine.EngineCalibration | 
     (:func:`roofkit.inference.preemption.offline`); the bound does not: an engine with room to spare,
     or a better schedule, would not preempt.
     """
-    from .workload import steady_state
-
     options = dict(gpus=run.gpus, tp=run.tp, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
                    calibration=calibration)
     if run.kind == "ttft":
@@ -107,7 +110,6 @@ def preempted(run: Run, calibration: engine.EngineCalibration | None = None):
     its cache, the tokens it recomputes, the time they cost); None for any other row."""
     if run.kind != "throughput" or run.preemption is None:
         return None
-    from .preemption import offline
 
     return offline(run.model, run.hw, run.requests, run.isl, run.osl, gpus=run.gpus, tp=run.tp, batch=_batch(run),
                    dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True, calibration=calibration,
@@ -118,8 +120,6 @@ def _batch(run: Run) -> int | None:
     """The requests in flight: the source's, when it caps them, and never more than fit."""
     if run.batch is None:
         return None
-    from .memory import plan
-    from .workload import Workload
 
     fits = plan(run.model, run.hw, run.gpus, Workload(run.isl, run.osl).footprint, 1, run.dtype, run.kv_dtype,
                 tp=run.tp).max_batch
@@ -134,8 +134,6 @@ def speed(run: Run, predicted: float) -> float:
 def compare(rows=None, calibration: engine.EngineCalibration | None = None, calibrated=True) -> list[dict]:
     """One dict per run: the published figure, the bound's and (``calibrated``) the estimate's, and their speeds
     (the estimate's None where the catalog has no achievable roofs for the accelerator)."""
-    from ...catalogs.hardware import NoAchievableFigure
-
     out = []
     for run in runs() if rows is None else rows:
         bound = predict(run)
@@ -160,8 +158,6 @@ def fit(rows=None, floor_s: float | None = None) -> engine.EngineCalibration:
     constants, and t_step >= 0 minimizes the squared log-ratios of predicted to
     published, sum_i log(speed_i)^2 (golden-section search).
     """
-    from .. import layertime
-
     t0 = layertime.default_calibration().floor_s if floor_s is None else float(floor_s)
     chosen = tuple(runs() if rows is None else rows)
     if not chosen:

@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from ...errors import InvalidValue
-from ...units import is_symbolic
+from ...units import is_symbolic, nonnegative
+from . import latency
 
 __all__ = ["expected_tokens", "speedup", "derivation", "best_k", "Speculation", "plan"]
 
@@ -40,7 +41,7 @@ __all__ = ["expected_tokens", "speedup", "derivation", "best_k", "Speculation", 
 @lru_cache(maxsize=1)
 def _derived():
     """(alpha, k, the sum, its closed form, a numeric function of (alpha, k)) from sympy, once."""
-    import sympy
+    import sympy  # deferred: sympy costs ~0.25 s at import
 
     alpha = sympy.Symbol("alpha", nonnegative=True)
     k = sympy.Symbol("k", integer=True, nonnegative=True)
@@ -83,8 +84,6 @@ def derivation() -> dict:
 
 def speedup(alpha, k, cost_ratio):
     """Leviathan et al.'s walltime speed-up E / (k c + 1), c = a draft step's time over a target step's."""
-    from ...units import nonnegative
-
     c = nonnegative(cost_ratio, "cost_ratio")
     return expected_tokens(alpha, k) / (_k(k) * c + 1)
 
@@ -118,8 +117,6 @@ class Speculation:
 
 def plan(target, draft, hw, k=4, alpha=0.8, context=4096, batch=1, gpus=1, **options) -> Speculation:
     """Speculative decoding of ``target`` with ``draft`` on the same ``gpus`` x ``hw``, from the layer model."""
-    from . import latency
-
     kk, a = _k(k), _alpha(alpha)
     if kk < 1:
         raise InvalidValue("k must be at least 1 to speculate at all.")

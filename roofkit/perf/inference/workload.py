@@ -52,9 +52,10 @@ import math
 from dataclasses import dataclass, field
 
 from ... import dtypes
-from ...catalogs import models
+from ...catalogs import hardware, links, models
 from ...errors import InvalidValue
 from ...units import whole
+from .. import comms
 from . import latency, memory, paged
 
 __all__ = ["TOKEN_BUDGET", "Workload", "SteadyState", "steady_state", "Disaggregated", "disaggregated"]
@@ -251,9 +252,6 @@ def disaggregated(model, hw, input_tokens, output_tokens, prefill_gpus=1, decode
     cache of one prompt, I tokens, crosses ``link`` (default: the accelerator's
     scale-out link, as between two nodes) once.
     """
-    from .. import comms
-    from ...catalogs import hardware, links
-
     m, acc = models.get(model), hardware.get(hw)
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"))
     if w.output_tokens < 2:

@@ -12,6 +12,7 @@ with k, and across nodes it leaves through the NICs.
 from __future__ import annotations
 
 from ...units import positive
+from .. import comms
 
 __all__ = ["A2A_PER_LAYER", "expert_all_to_all", "all_to_all_bytes"]
 
@@ -30,7 +31,5 @@ def expert_all_to_all(tokens, d_model, top_k, ep, link, bytes_per_element=2, cal
     >>> round(expert_all_to_all(8192, 7168, 8, 8, "hgx-h100") * 1e3, 2)      # ms, DeepSeek-V3's width, one node
     7.4
     """
-    from .. import comms
-
     size = all_to_all_bytes(tokens, d_model, top_k, bytes_per_element)
     return A2A_PER_LAYER * comms.all_to_all(size, ep, link, calibrated=calibrated).time_s

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 
+from ...catalogs import links
 from ...errors import InvalidValue
 from ...units import whole
+from .. import comms
 
 __all__ = ["span", "Fabric", "links_of"]
 
@@ -44,8 +46,6 @@ class Fabric:
 
     def time(self, kind: str, size: float, group: int, stride: int) -> float:
         """Seconds of one ``kind`` collective of ``size`` bytes (nccl-tests' convention) over the group."""
-        from .. import comms
-
         if group < 2:
             return 0.0
         k, m = span(group, stride, self.node)
@@ -71,8 +71,6 @@ class Fabric:
 
 def links_of(hw, intra=None, inter=None, node_gpus=None):
     """(intra, inter, GPUs per node) for an accelerator: its NVLink domain (or host link) and first network."""
-    from ...catalogs import links
-
     accelerator = hw
     intra = links.check(accelerator, intra) if intra is not None else links.scale_up(accelerator)
     inter = links.check(accelerator, inter) if inter is not None else links.scale_out(accelerator)

@@ -11,6 +11,7 @@ Austin et al., *How to Scale Your Model*, training.md and gpus.md.
 from __future__ import annotations
 
 from ...units import is_symbolic, positive
+from .. import comms
 
 __all__ = ["dp_critical_batch", "tp_critical_degree", "MLP_MATMULS"]
 
@@ -34,7 +35,7 @@ def dp_critical_batch(gpus, peak_flops, bandwidth, grad_bytes=2):
     >>> round(dp_critical_batch(8, C, W))      # tokens per GPU, data parallel on 8 H100s
     1923
     """
-    from .. import comms, training
+    from .. import training  # deferred: perf.training imports numpy
 
     n = gpus if is_symbolic(gpus) else max(2, gpus)
     f = comms.volume("all-reduce", n)

@@ -70,7 +70,7 @@ def activation_bytes(tokens, d_model, heads, kv_heads, head_dim, d_ff, gated=Tru
     ...     == s * h * (34 + 5 * a * s / h)
     True
     """
-    from ..steptime import recompute_mode
+    from ..steptime import recompute_mode  # deferred: perf.steptime pulls in numpy (through formulas)
 
     T, d, H = positive(tokens, "tokens"), positive(d_model, "d_model"), positive(heads, "heads")
     Hkv, dh, f = positive(kv_heads, "kv_heads"), positive(head_dim, "head_dim"), positive(d_ff, "d_ff")
@@ -141,7 +141,7 @@ def memory_per_gpu(model, microbatch_tokens, tp=1, pp=1, shards=1, zero=0, micro
     >>> round(bound["total"] / 1e9, 1), round(eager["total"] / 1e9, 1)     # Llama 3 405B on 8,192 H100s, GB
     (63.5, 88.4)
     """
-    from ..steptime import recompute_mode
+    from ..steptime import recompute_mode  # deferred: perf.steptime pulls in numpy (through formulas)
 
     M = models.get(model)
     t, p = whole(tp, "tp"), whole(pp, "pp")

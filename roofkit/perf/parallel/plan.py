@@ -67,9 +67,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from ... import dtypes
+from ...catalogs import models
 from ...errors import InvalidValue
 from ...units import positive, whole
+from .constants import Constants
+from .constants import constants as fitted
+from .experts import A2A_PER_LAYER, all_to_all_bytes
 from .fabric import Fabric, links_of, span
 from .memory import layer_params, memory_per_gpu
 from .pipeline import layers_in_flight, schedule
@@ -137,8 +143,8 @@ class Plan:
         return self.compute_s + self.communication_s + self.bubble_s + self.optimizer_s
 
     def _utilization(self, flops) -> float:
-        from ...catalogs import hardware
-        from .. import training
+        from ...catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
+        from .. import training  # deferred: perf.training imports numpy
 
         return training.mfu(flops, self.step_time_s, hardware.get(self.accelerator).peak(self.precision), self.gpus)
 
@@ -247,23 +253,111 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     ``efficiency`` scales the matmul rate either way. ``intra`` / ``inter``
     choose the links (default: the NVLink domain and the first network).
     """
-    from ... import dtypes
-    from ...catalogs import hardware, models
-    from .. import steptime, training
-    from .constants import Constants, constants as fitted
+    L = _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, microbatches, virtual_stages, dtype,
+                recompute, efficiency, achievable, intra, inter, node_gpus, ep, policy, gather_api, calibrated,
+                constants)
+    fabric = Fabric(L.intra_link, L.inter_link, L.node, calibrated)
+    r = _roofs(L, calibrated, achievable)
+    t_mb, stage_mb = _microbatch_compute(L, r, sequence_parallel, attention, calibrated)
+    compute = L.m * stage_mb
+    comm = {}
+    critical = _model_parallel_traffic(comm, fabric, L, sequence_parallel, overlap, tp_overlap)
+    _pipeline_traffic(comm, fabric, L, overlap, p2p_overlap)
+    bubble = (L.p - 1) / L.v * (stage_mb + critical) if L.p > 1 else 0.0
+    shards = L.d * L.c  # the ranks that hold the same weights
+    dense_params, expert_params = layer_params(L.M, L.t, L.e)
+    params_here = (dense_params + expert_params) / L.p
+    _data_parallel_traffic(comm, fabric, L, r, t_mb, stage_mb, params_here * _ACT, shards, overlap, gather_api)
+    if not calibrated:
+        bubble = _hide_in_the_bound(comm, compute, bubble, stage_mb, L.p, L.v, overlap)
+    optimizer = _optimizer_s(params_here, shards, L.zero, r)
+    model_flops, hardware_flops = _flops(L, sequence_parallel, attention)
+    memory, memory_estimate, stage = _memory(L, shards, sequence_parallel, attention)
+    M, acc, intra_link, inter_link = L.M, L.acc, L.intra_link, L.inter_link
+    result = Plan(model=M.key, accelerator=acc.key, precision=L.precision, gpus=L.G, tp=L.t, cp=L.c, pp=L.p, dp=L.d,
+                  zero=L.zero, microbatches=L.m, virtual_stages=L.v, microbatch_tokens=L.mb_tokens,
+                  global_batch_tokens=L.B, seq=L.S, recompute=L.mode, overlap=bool(overlap), efficiency=float(L.U),
+                  achievable=bool(achievable), intra=intra_link.key, inter=inter_link.key if inter_link else None,
+                  node_gpus=L.node, model_flops=model_flops, compute_s=compute, bubble_s=bubble, communication=comm,
+                  memory=memory, memory_estimate=memory_estimate, memory_stage=stage,
+                  memory_capacity_bytes=acc.capacity_bytes, ep=L.e, policy=L.policy,
+                  sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
+                  p2p_overlap=bool(p2p_overlap), gather_api=gather_api,
+                  calibrated=calibrated, optimizer_s=optimizer, hardware_flops=hardware_flops,
+                  schedule=schedule(L.v) if L.p > 1 else "none", constants=L.k.to_dict(), roofs=r.to_dict())
+    _warn(result, acc, L.t, L.node, compute, t_mb, L.dense_layers, L.moe_layers, L.p)
+    return result
+
+
+# --- the steps of plan() -----------------------------------------------------------------------------------------
+
+_ACT = dtypes.bytes_per_element("bf16")  # activations and gradients travel in 16 bits
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What plan() computes from: its arguments checked, with the batch, the constants and the links they give."""
+
+    M: Any  # the model (catalogs.models.Model)
+    acc: Any  # the accelerator (catalogs.hardware.Accelerator)
+    precision: str
+    G: int  # GPUs in all
+    t: int  # tensor-parallel degree
+    c: int  # context-parallel degree
+    p: int  # pipeline stages
+    d: int  # data-parallel degree
+    e: int  # expert-parallel degree
+    zero: int
+    policy: str | None
+    mode: str  # recomputation
+    B: float  # global batch, tokens
+    S: int  # sequence length
+    sequences: float  # sequences per data-parallel replica
+    m: int  # micro-batches per replica
+    U: float  # efficiency
+    v: int  # virtual stages
+    k: Constants
+    intra_link: Any
+    inter_link: Any
+    node: int  # GPUs per node
+
+    @property
+    def b_mb(self) -> float:
+        """Sequences per micro-batch (all CP ranks together)."""
+        return self.sequences / self.m
+
+    @property
+    def mb_tokens(self) -> float:
+        """Tokens per micro-batch (all CP ranks together)."""
+        return self.B / (self.d * self.m)
+
+    @property
+    def moe_layers(self) -> int:
+        """The model's layers with experts (none in a dense model)."""
+        return (self.M.layers - self.M.dense_layers) if self.M.moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        """The model's layers without experts."""
+        return self.M.layers - self.moe_layers
+
+    @property
+    def layers_here(self) -> float:
+        """The layers of one pipeline stage."""
+        return self.M.layers / self.p
+
+
+def _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, microbatches, virtual_stages, dtype,
+            recompute, efficiency, achievable, intra, inter, node_gpus, ep, policy, gather_api, calibrated,
+            constants) -> _Layout:
+    """plan()'s arguments read and checked, each in the order its error is reported, and the links chosen."""
+    from ...catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
+    from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     M = models.get(model)
     acc = hardware.get(hw)
     precision = dtypes.canonical(dtype)
-    G = whole(gpus, "gpus")
-    t, c, p, e = whole(tp, "tp"), whole(cp, "cp"), whole(pp, "pp"), whole(ep, "ep")
-    if dp is None:
-        if G % (t * c * p):
-            raise InvalidValue(f"gpus = {G} is not a multiple of tp x cp x pp = {t * c * p}; "
-                               f"choose tp, cp and pp whose product divides {G}.")
-        dp = G // (t * c * p)
-    d = whole(dp, "dp")
-    _check_layout(M, G, t, c, p, d, e, zero)
+    G, t, c, p, d, e = _degrees(M, gpus, tp, cp, pp, dp, ep, zero)
     policy = policy_of(zero, policy)
     if gather_api not in GATHER_APIS:
         raise InvalidValue(f"gather_api must be one of {', '.join(GATHER_APIS)}; got {gather_api!r}.")
@@ -276,6 +370,29 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     if calibrated and achievable:
         raise InvalidValue("achievable=True runs the bound at the measured matmul rate; calibrated=True already "
                            "uses achievable roofs: choose one.")
+    B, S, sequences, m, U, v = _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_stages)
+    k = fitted() if calibrated and constants is None else (constants or Constants.bound())
+    intra_link, inter_link, node = links_of(acc, intra, inter, node_gpus)
+    return _Layout(M, acc, precision, G, t, c, p, d, e, zero, policy, mode, B, S, sequences, m, U, v, k,
+                   intra_link, inter_link, node)
+
+
+def _degrees(M, gpus, tp, cp, pp, dp, ep, zero) -> tuple[int, int, int, int, int, int]:
+    """The GPUs and the TP, CP, PP, DP and EP degrees, checked against one another and the model."""
+    G = whole(gpus, "gpus")
+    t, c, p, e = whole(tp, "tp"), whole(cp, "cp"), whole(pp, "pp"), whole(ep, "ep")
+    if dp is None:
+        if G % (t * c * p):
+            raise InvalidValue(f"gpus = {G} is not a multiple of tp x cp x pp = {t * c * p}; "
+                               f"choose tp, cp and pp whose product divides {G}.")
+        dp = G // (t * c * p)
+    d = whole(dp, "dp")
+    _check_layout(M, G, t, c, p, d, e, zero)
+    return G, t, c, p, d, e
+
+
+def _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_stages):
+    """The global batch and sequence, sequences and micro-batches per replica, the efficiency, the virtual stages."""
     B, S = float(positive(global_batch_tokens, "global_batch_tokens")), whole(seq, "seq")
     sequences = B / (S * d)
     if sequences < 1 - 1e-9:
@@ -294,150 +411,162 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                            f"layer: at most one of them a chunk (pp x virtual_stages <= {M.layers + 2}).")
     if v > 1 and p == 1:
         raise InvalidValue("virtual_stages > 1 interleaves the chunks of a pipeline: it needs pp > 1.")
-    k = fitted() if calibrated and constants is None else (constants or Constants.bound())
-    intra_link, inter_link, node = links_of(acc, intra, inter, node_gpus)
-    fabric = Fabric(intra_link, inter_link, node, calibrated)
+    return B, S, sequences, m, U, v
 
-    # --- compute: one micro-batch through this GPU's share of the layers and of the head -------------------
-    b_mb = sequences / m  # sequences per micro-batch (all CP ranks together)
-    mb_tokens = B / (d * m)
+
+def _roofs(L: _Layout, calibrated, achievable):
+    """The kernels' roofs: achievable with the fitted share and floor (calibrated), else the datasheet's."""
+    from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
+
     if calibrated:
-        r = steptime.roofs(acc, precision, True, k.matmul_efficiency * U, k.floor_s)
-    else:
-        r = steptime.roofs(acc, precision, False)
-        peak = acc.peak(precision, achievable=True) if achievable else r.peak_flops
-        r = steptime.Roofs(peak * U, r.bandwidth, 0.0, False, r.source + (" (achievable matmul rate)" if achievable
-                                                                          else ""))
-    t_mb = steptime.microbatch(M, acc, b_mb, S, t, c, e, sequence_parallel, attention, mode, calibrated, precision,
-                               roofs_=r)
-    moe_layers = (M.layers - M.dense_layers) if M.moe else 0
-    dense_layers = M.layers - moe_layers
-    stage_mb = (dense_layers * t_mb.layer_s + moe_layers * t_mb.moe_layer_s + t_mb.head_s) / p
-    compute = m * stage_mb
+        return steptime.roofs(L.acc, L.precision, True, L.k.matmul_efficiency * L.U, L.k.floor_s)
+    r = steptime.roofs(L.acc, L.precision, False)
+    peak = L.acc.peak(L.precision, achievable=True) if achievable else r.peak_flops
+    return steptime.Roofs(peak * L.U, r.bandwidth, 0.0, False, r.source + (" (achievable matmul rate)" if achievable
+                                                                            else ""))
 
-    act = dtypes.bytes_per_element("bf16")  # activations and gradients travel in 16 bits
-    layers_here = M.layers / p
-    comm = {}
 
-    def record(kind, collective, size, calls, group, stride, exposed=None, pieces=1):
-        one = fabric.time(collective, size / pieces, group, stride) * pieces  # pieces: one collective per layer
-        total = one * calls
-        comm[kind] = {"collective": collective, "bytes_per_call": size, "calls": calls, "group": group,
-                      "level": fabric.level(group, stride), "time_s": total,
-                      "exposed_s": total if exposed is None else exposed(total)}
+def _microbatch_compute(L: _Layout, r, sequence_parallel, attention, calibrated):
+    """One micro-batch through one layer, kernel by kernel, and through this GPU's pipeline stage (seconds)."""
+    from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
-    # --- per micro-batch: TP, CP, EP, on the critical path unless the bound hides them -------------------------
+    t_mb = steptime.microbatch(L.M, L.acc, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode,
+                               calibrated, L.precision, roofs_=r)
+    stage_mb = (L.dense_layers * t_mb.layer_s + L.moe_layers * t_mb.moe_layer_s + t_mb.head_s) / L.p
+    return t_mb, stage_mb
+
+
+def _record(comm, fabric, kind, collective, size, calls, group, stride, exposed=None, pieces=1) -> None:
+    """Time ``calls`` of one collective on the fabric and enter it in ``comm`` as ``kind``."""
+    one = fabric.time(collective, size / pieces, group, stride) * pieces  # pieces: one collective per layer
+    total = one * calls
+    comm[kind] = {"collective": collective, "bytes_per_call": size, "calls": calls, "group": group,
+                  "level": fabric.level(group, stride), "time_s": total,
+                  "exposed_s": total if exposed is None else exposed(total)}
+
+
+def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap, tp_overlap) -> float:
+    """TP, CP and EP traffic of the step; returns its exposed seconds per micro-batch (calibrated)."""
+    M, t, c, e, m, mode = L.M, L.t, L.c, L.e, L.m, L.mode
     critical = 0.0  # exposed seconds per micro-batch (calibrated)
     if t > 1:
-        calls = (6 if mode == "full" else 4) * layers_here * m
+        calls = (6 if mode == "full" else 4) * L.layers_here * m
         kind = ("all-gather", "reduce-scatter") if sequence_parallel else ("all-reduce",)
-        size = mb_tokens / c * M.d_model * act
+        size = L.mb_tokens / c * M.d_model * _ACT
         if sequence_parallel:  # an all-gather and a reduce-scatter in place of each all-reduce
-            record("tp", "all-gather", size, calls, t, 1)
+            _record(comm, fabric, "tp", "all-gather", size, calls, t, 1)
             rs = fabric.time("reduce-scatter", size, t, 1) * calls
             comm["tp"] |= {"collective": "all-gather + reduce-scatter", "time_s": comm["tp"]["time_s"] + rs}
         else:
-            record("tp", kind[0], size, calls, t, 1)
-        hidden = k.overlap_efficiency if (tp_overlap and overlap) else 0.0
+            _record(comm, fabric, "tp", kind[0], size, calls, t, 1)
+        hidden = L.k.overlap_efficiency if (tp_overlap and overlap) else 0.0
         comm["tp"]["exposed_s"] = comm["tp"]["time_s"] * (1 - hidden)
     if c > 1:  # K and V of the whole sequence gathered (again when recomputed), their gradients scattered
-        kv = mb_tokens * 2 * max(1, M.kv_heads // t) * M.head_dim * act
-        calls = (3 if mode == "full" else 2) * layers_here * m
-        record("cp", "all-gather", kv, calls, c, t)
-    if e > 1 and moe_layers:
-        from .experts import A2A_PER_LAYER, all_to_all_bytes
-
-        size = all_to_all_bytes(mb_tokens / c, M.d_model, M.experts_per_token, act)
-        calls = (A2A_PER_LAYER + (2 if mode == "full" else 0)) * moe_layers / p * m
-        record("ep", "all-to-all", size, calls, e, t * c)
+        kv = L.mb_tokens * 2 * max(1, M.kv_heads // t) * M.head_dim * _ACT
+        calls = (3 if mode == "full" else 2) * L.layers_here * m
+        _record(comm, fabric, "cp", "all-gather", kv, calls, c, t)
+    if e > 1 and L.moe_layers:
+        size = all_to_all_bytes(L.mb_tokens / c, M.d_model, M.experts_per_token, _ACT)
+        calls = (A2A_PER_LAYER + (2 if mode == "full" else 0)) * L.moe_layers / L.p * m
+        _record(comm, fabric, "ep", "all-to-all", size, calls, e, t * c)
     for kind in ("tp", "cp", "ep"):
         if kind in comm:
             critical += comm[kind]["exposed_s"] / m
+    return critical
+
+
+def _pipeline_traffic(comm, fabric, L: _Layout, overlap, p2p_overlap) -> None:
+    """The pipeline's sends: activations to the next stage, gradients back; only the fill and the drain wait."""
+    t, c, d, p, v, m = L.t, L.c, L.d, L.p, L.v, L.m
     if p > 1:  # activations to the next stage, gradients back; only the fill and the drain wait for them
         # each TP rank sends 1/t of the activations (Megatron-LM's scatter/gather, or sequence parallelism)
-        hop_bytes = mb_tokens / c * M.d_model * act / t
+        hop_bytes = L.mb_tokens / c * L.M.d_model * _ACT / t
         hop = fabric.time("p2p", hop_bytes, 2, t * c * d)
         waits = 2 * (p - 1) if (p2p_overlap and overlap) else 2 * v * m  # blocking sends: every one waits
         comm["pp"] = {"collective": "p2p", "bytes_per_call": hop_bytes, "calls": 2 * v * m, "group": 2,
                       "level": fabric.level(2, t * c * d), "time_s": 2 * v * m * hop, "exposed_s": waits * hop}
-    bubble = (p - 1) / v * (stage_mb + critical) if p > 1 else 0.0
 
-    # --- data parallelism: gradients reduced, weights gathered, over the ranks that hold the same weights ----
-    shards = d * c
-    dense_params, expert_params = layer_params(M, t, e)
-    params_here = (dense_params + expert_params) / p
-    grads = params_here * act
+
+def _data_parallel_traffic(comm, fabric, L: _Layout, r, t_mb, stage_mb, grads, shards, overlap, gather_api) -> None:
+    """The ZeRO stage's collectives over the ranks that hold the same weights, and what of them hides."""
+    M, t, p, m = L.M, L.t, L.p, L.m
     if shards > 1:
-        backward_mb = (dense_layers * t_mb.backward_s + moe_layers * t_mb.moe_backward_s + t_mb.head_backward_s) / p
-        forward_mb = (dense_layers * t_mb.forward_s + moe_layers * t_mb.moe_forward_s + t_mb.head_forward_s) / p
-        eta = k.overlap_efficiency if overlap else 0.0
-        per_step = zero < 3 or policy == "per-step"
-        for kind, (collective, calls) in zero_collectives(zero, m, policy, mode).items():
+        backward_mb = (L.dense_layers * t_mb.backward_s + L.moe_layers * t_mb.moe_backward_s
+                       + t_mb.head_backward_s) / p
+        forward_mb = (L.dense_layers * t_mb.forward_s + L.moe_layers * t_mb.moe_forward_s + t_mb.head_forward_s) / p
+        eta = L.k.overlap_efficiency if overlap else 0.0
+        per_step = L.zero < 3 or L.policy == "per-step"
+        for kind, (collective, calls) in zero_collectives(L.zero, m, L.policy, L.mode).items():
             # once a step: gradients hide behind the last micro-batch's backward, weights behind the first forward
             window = backward_mb if kind == "dp" else forward_mb
-            record(kind, collective, grads, calls, shards, t,
-                   exposed=lambda total, w=window: max(0.0, total - eta * w),
-                   pieces=1 if per_step else max(1, round(layers_here)))  # FSDP gathers layer by layer
+            _record(comm, fabric, kind, collective, grads, calls, shards, t,
+                    exposed=lambda total, w=window: max(0.0, total - eta * w),
+                    pieces=1 if per_step else max(1, round(L.layers_here)))  # FSDP gathers layer by layer
         if not per_step:  # every micro-batch's gathers and reduce-scatter share that micro-batch's compute
             traffic = comm["dp"]["time_s"] + comm["zero"]["time_s"]
             exposed = max(0.0, traffic - eta * m * stage_mb)
             for kind in ("dp", "zero"):
                 comm[kind]["exposed_s"] = exposed * comm[kind]["time_s"] / traffic if traffic else 0.0
         if gather_api == "list":  # every rank's slice of every call, one by one, on the critical path
-            slices = list_slices([x / t for x in M.parameter_tensors()], shards, m, policy, mode, gather_api) / p
+            slices = list_slices([x / t for x in M.parameter_tensors()], shards, m, L.policy, L.mode, gather_api) / p
             busy = slices * OPS_PER_SLICE * r.floor_s
             comm["slices"] = {"collective": "per-rank slices", "bytes_per_call": 0.0, "calls": slices,
                               "group": shards, "level": comm["zero"]["level"], "time_s": busy, "exposed_s": busy}
 
-    # --- the bound: every link's traffic hidden as far as it fits in the step ----------------------------------
-    if not calibrated:
-        busy = {}
-        for kind, x in comm.items():
-            busy[x["level"]] = busy.get(x["level"], 0.0) + x["time_s"]
-        window = compute + bubble if overlap else 0.0
-        excess = max(busy.values(), default=0.0) - window
-        if not overlap:
-            for x in comm.values():
-                x["exposed_s"] = x["time_s"] if x["collective"] != "p2p" else x["exposed_s"]
-        else:
-            worst = max(busy, key=busy.get) if busy else None
-            for x in comm.values():
-                share = x["time_s"] / busy[worst] if worst and x["level"] == worst and busy[worst] else 0.0
-                x["exposed_s"] = max(0.0, excess) * share
-        bubble = (p - 1) / v * stage_mb if p > 1 else 0.0
+
+def _hide_in_the_bound(comm, compute, bubble, stage_mb, p, v, overlap) -> float:
+    """The bound: every link's traffic hidden as far as it fits in the step; returns the bubble without traffic."""
+    busy = {}
+    for kind, x in comm.items():
+        busy[x["level"]] = busy.get(x["level"], 0.0) + x["time_s"]
+    window = compute + bubble if overlap else 0.0
+    excess = max(busy.values(), default=0.0) - window
+    if not overlap:
+        for x in comm.values():
+            x["exposed_s"] = x["time_s"] if x["collective"] != "p2p" else x["exposed_s"]
+    else:
+        worst = max(busy, key=busy.get) if busy else None
+        for x in comm.values():
+            share = x["time_s"] / busy[worst] if worst and x["level"] == worst and busy[worst] else 0.0
+            x["exposed_s"] = max(0.0, excess) * share
+    return (p - 1) / v * stage_mb if p > 1 else 0.0
+
+
+def _optimizer_s(params_here, shards, zero, r) -> float:
+    """The optimizer step: Adam over this GPU's shard of the weights, at HBM speed."""
+    from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     optimizer_params = params_here / (shards if zero >= 1 else 1)
-    optimizer = optimizer_params * steptime.ADAM_BYTES_PER_PARAM / r.bandwidth
+    return optimizer_params * steptime.ADAM_BYTES_PER_PARAM / r.bandwidth
 
-    # --- FLOPs: the model's (MFU) and the kernels' (HFU) -------------------------------------------------------
+
+def _flops(L: _Layout, sequence_parallel, attention) -> tuple[float, float]:
+    """FLOPs of the step: the model's (MFU) and every GPU's kernels' (HFU)."""
+    from .. import training  # deferred: perf.training imports numpy
+
+    M = L.M
     per_token = training.flops_per_token(M.active_params if M.moe else M.params, M.layers, M.heads,
-                                         M.qk_nope_head_dim + M.qk_rope_head_dim if M.mla else M.head_dim, S)
-    model_flops = per_token * B
-    hardware_flops = _kernel_flops(M, b_mb, S, t, c, e, sequence_parallel, attention, mode, precision,
-                                   dense_layers, moe_layers) * m * G / p
-    held = dict(tp=t, pp=p, shards=shards, zero=zero, microbatches=m, recompute=mode,
-                sequence_parallel=sequence_parallel, virtual_stages=v, seq=S, attention=attention, ep=e, policy=policy)
-    memory = memory_per_gpu(M, mb_tokens / c, **held)
-    memory_estimate = memory_per_gpu(M, mb_tokens / c, **held, tensors="megatron")
-    stage, _ = layers_in_flight(M.layers, p, m, v)
-    result = Plan(model=M.key, accelerator=acc.key, precision=precision, gpus=G, tp=t, cp=c, pp=p, dp=d, zero=zero,
-                  microbatches=m, virtual_stages=v, microbatch_tokens=mb_tokens, global_batch_tokens=B, seq=S,
-                  recompute=mode, overlap=bool(overlap), efficiency=float(U), achievable=bool(achievable),
-                  intra=intra_link.key, inter=inter_link.key if inter_link else None, node_gpus=node,
-                  model_flops=model_flops, compute_s=compute, bubble_s=bubble, communication=comm, memory=memory,
-                  memory_estimate=memory_estimate, memory_stage=stage,
-                  memory_capacity_bytes=acc.capacity_bytes, ep=e, policy=policy,
-                  sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
-                  p2p_overlap=bool(p2p_overlap), gather_api=gather_api,
-                  calibrated=calibrated, optimizer_s=optimizer, hardware_flops=hardware_flops,
-                  schedule=schedule(v) if p > 1 else "none", constants=k.to_dict(), roofs=r.to_dict())
-    _warn(result, acc, t, node, compute, t_mb, dense_layers, moe_layers, p)
-    return result
+                                         M.qk_nope_head_dim + M.qk_rope_head_dim if M.mla else M.head_dim, L.S)
+    model_flops = per_token * L.B
+    hardware_flops = _kernel_flops(M, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode, L.precision,
+                                   L.dense_layers, L.moe_layers) * L.m * L.G / L.p
+    return model_flops, hardware_flops
+
+
+def _memory(L: _Layout, shards, sequence_parallel, attention):
+    """Memory per GPU, the bound and Megatron-LM's estimate, on the pipeline stage that holds most at once."""
+    held = dict(tp=L.t, pp=L.p, shards=shards, zero=L.zero, microbatches=L.m, recompute=L.mode,
+                sequence_parallel=sequence_parallel, virtual_stages=L.v, seq=L.S, attention=attention, ep=L.e,
+                policy=L.policy)
+    memory = memory_per_gpu(L.M, L.mb_tokens / L.c, **held)
+    memory_estimate = memory_per_gpu(L.M, L.mb_tokens / L.c, **held, tensors="megatron")
+    stage, _ = layers_in_flight(L.M.layers, L.p, L.m, L.v)
+    return memory, memory_estimate, stage
 
 
 def _kernel_flops(M, b_mb, S, t, c, e, sp, attention, mode, precision, dense_layers, moe_layers) -> float:
     """FLOPs one GPU's kernels execute for one micro-batch through ALL layers and the head (recomputation in)."""
-    from .. import steptime
+    from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     def one(moe):
         fwd = steptime.layer_kernels(M, b_mb, S, t, c, e, sp, attention, moe=moe, dtype=precision)
@@ -450,7 +579,7 @@ def _kernel_flops(M, b_mb, S, t, c, e, sp, attention, mode, precision, dense_lay
 
 
 def _warn(result: Plan, acc, t, node, compute, t_mb, dense_layers, moe_layers, p) -> None:
-    from .. import training
+    from .. import training  # deferred: perf.training imports numpy
 
     if t > node:
         result.warnings.append(f"tp = {t} spans {math.ceil(t / node)} nodes: its all-reduces cross the network.")

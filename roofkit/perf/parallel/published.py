@@ -27,7 +27,9 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 
+from ...catalogs import models
 from ...errors import InvalidValue
+from .plan import plan
 
 __all__ = ["Run", "SETS", "load", "published_step_s", "plan_args", "predict", "flops_per_step", "compare"]
 
@@ -59,8 +61,6 @@ class Run:
 
 def load(which: str = "fitting") -> list[Run]:
     """The runs of one set ('fitting', 'held-out') or of both ('all')."""
-    from ...catalogs import models
-
     if which == "all":
         return load("fitting") + load("held-out")
     if which not in SETS:
@@ -86,7 +86,7 @@ def flops_per_step(run: Run, count: str | None = None) -> float:
     'roofkit'       :func:`roofkit.training.flops_per_token` (6N plus attention's 12 l H Q s) x tokens
     'roofkit-causal'  the same with attention counted under the causal mask only, 12 l H Q (s + 1)/2
     """
-    from .. import training
+    from .. import training  # deferred: perf.training imports numpy
 
     count = count or run.assumed.get("flop_count", "roofkit")
     M, s = run.model, run.seq
@@ -103,7 +103,7 @@ def flops_per_step(run: Run, count: str | None = None) -> float:
 
 def published_step_s(run: Run) -> float:
     """The published step time: as given, or from the published FLOP rate or MFU with the source's FLOP count."""
-    from ...catalogs import hardware
+    from ...catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
 
     if run.published_step is not None:
         return float(run.published_step)
@@ -133,8 +133,6 @@ def plan_args(run: Run) -> dict:
                 tp_overlap=bool(a.get("tp_overlap", False)), p2p_overlap=bool(a.get("p2p_overlap", True)),
                 policy=a.get("policy"), inter=a.get("inter"), gather_api=a.get("gather_api", "flat"))
     if a.get("recompute") == "least-that-fits":
-        from .plan import plan
-
         for mode in ("none", "selective", "full"):
             args["recompute"] = mode
             if plan(**args).fits is not False:
@@ -144,8 +142,6 @@ def plan_args(run: Run) -> dict:
 
 def predict(run: Run, calibrated: bool = False, constants=None):
     """roofkit's plan of the run: the bound (default) or the calibrated estimate."""
-    from .plan import plan
-
     return plan(**plan_args(run), calibrated=calibrated, constants=constants)
 
 

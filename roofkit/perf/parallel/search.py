@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from ...errors import InvalidValue, RoofkitError
+
+from .plan import plan
+
 __all__ = ["search"]
 
 
@@ -19,9 +23,6 @@ def search(model, hw, gpus, global_batch_tokens, seq, tp=(1, 2, 4, 8), pp=(1, 2,
     could fit) or 'estimate' (activations as eager layers keep them: what fits
     without memory work).
     """
-    from ...errors import InvalidValue, RoofkitError
-    from .plan import plan
-
     if memory not in ("bound", "estimate"):
         raise InvalidValue(f"memory must be 'bound' or 'estimate'; got {memory!r}.")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ...errors import InvalidValue
 from ...units import positive, whole
+from .. import comms
 
 __all__ = ["ZERO_STAGES", "POLICIES", "GATHER_APIS", "PERSISTENCE_THRESHOLD", "OPS_PER_SLICE", "policy_of",
            "zero_collectives", "sync_volume", "state_bytes", "list_slices"]
@@ -81,7 +82,7 @@ def zero_collectives(zero, microbatches=1, policy=None, recompute="none") -> dic
                   docstring): full-shard gathers in the forward AND in the backward of every
                   micro-batch (and once more for a fully recomputed forward)
     """
-    from ..steptime import recompute_mode
+    from ..steptime import recompute_mode  # deferred: perf.steptime pulls in numpy (through formulas)
 
     m = whole(microbatches, "microbatches")
     policy = policy_of(zero, policy)
@@ -105,8 +106,6 @@ def sync_volume(zero, shards, microbatches=1, policy=None, recompute="none"):
     >>> sync_volume(0, 8), sync_volume(1, 8), sync_volume(3, 8)
     (1.75, 1.75, 2.625)
     """
-    from .. import comms
-
     return sum(calls * comms.volume(collective, shards) for collective, calls in
                zero_collectives(zero, microbatches, policy, recompute).values())
 
@@ -122,7 +121,7 @@ def state_bytes(params, shards=1, zero=0, weights="bf16", grads="bf16", master="
     accumulating gradients whole through the step: only the optimizer states
     stay sharded.
     """
-    from .. import training
+    from .. import training  # deferred: perf.training imports numpy
 
     policy = policy_of(zero, policy)
     N, d = positive(params, "params"), positive(shards, "shards")
