@@ -216,7 +216,7 @@ except Exception as error:
     lines = done.stdout.splitlines()
     assert "✗" in lines[0] and "cannot be converted to s" in lines[0]  # a wrong unit, said before grading
     assert "answer recorded" in lines[1] and "answer recorded" in lines[3]
-    assert "not one of the choices" in lines[2]
+    assert "not one of the choices" in lines[2] and quiz.UNREADABLE in lines[2] and "✗" not in lines[2]  # unread
     assert lines[4] == "[l00.fma-flops] ✓ correct"  # the course's own questions: self-study unchanged
     assert "roofkit.roofline.analyze" in lines[5] and lines[6] == "KeysWithheld"
 

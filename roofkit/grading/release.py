@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..course import answers, quiz
-from ..errors import InvalidValue, RoofkitError
+from ..errors import InvalidValue, RoofkitError, UnitMismatch
 from ..course.quiz import Verdict
 
 __all__ = ["use_release", "spec", "public", "Released", "Recorded", "KeysWithheld", "arm", "graded", "prompt_only", "ids",
@@ -193,7 +193,9 @@ class Released:
         try:
             shown = self._form(answer)
         except RoofkitError as error:
-            return Verdict(self.id, False, str(error), answer="function" if callable(answer) else _jsonable(answer))
+            # a number in the wrong unit was read, and is wrong; anything else could not be read at all
+            return Verdict(self.id, False, str(error), answer="function" if callable(answer) else _jsonable(answer),
+                           unreadable=not callable(answer) and not isinstance(error, UnitMismatch))
         if shown is None:  # the stub `...  # your code here` returns None
             return Verdict(self.id, None, "write the function body in place of ... and run the cell again")
         return Recorded(self.id, None, RECORDED, answer=shown)
