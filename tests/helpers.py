@@ -5,6 +5,7 @@ Imported as ``helpers`` (pytest puts tests/ on the path, as for ``fuzz_paths``).
 
 import contextlib
 import json
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -43,6 +44,20 @@ def scratch_hardware_catalog():
         yield
     finally:
         hardware.CATALOG.restore(saved)
+
+
+def roofkit_with_data(where: Path, edits: dict[str, tuple[str, str]]) -> Path:
+    """A copy of the roofkit package under ``where`` whose data files are edited (file in roofkit/data ->
+    (old, new), each ``old`` found exactly once); put the returned folder first on PYTHONPATH to use it."""
+    package = Path(where)
+    shutil.copytree(Path(__file__).resolve().parent.parent / "roofkit", package / "roofkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name, (old, new) in edits.items():
+        path = package / "roofkit" / "data" / name
+        text = path.read_text(encoding="utf-8")
+        assert text.count(old) == 1, (name, old)
+        path.write_text(text.replace(old, new), encoding="utf-8")
+    return package
 
 
 def right_answers(release: Path, student: str) -> dict[str, str]:

@@ -125,23 +125,32 @@ def cycles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
     return sorted(found)
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def table_rows(text: str, header: list[str]) -> list[list[str]]:
+    """The rows (each a list of its cells) of the Markdown table in ``text`` whose header reads ``header``."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if [c.lower() for c in _cells(line)] == header), None)
+    if start is None:
+        raise AssertionError(f"no '| {' | '.join(header)} |' table in the document")
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.strip().startswith("|"):
+            break
+        rows.append(_cells(line))
+    return rows
+
+
 def read_layers(text: str) -> dict[str, tuple[list[str], list[str]]]:
     """The layer table of docs/architecture.md: layer -> (what it holds, the layers it may import).
 
     The table is the one whose header reads ``| layer | holds | may import |``; ``holds`` names folders
     (``catalogs/``), modules (``units``) or the package's own ``__init__.py``, each in backticks.
     """
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if [c.strip().lower() for c in line.strip().strip("|").split("|")] == ["layer", "holds", "may import"]),
-                 None)
-    if start is None:
-        raise AssertionError("no '| layer | holds | may import |' table in the document")
     layers = {}
-    for line in lines[start + 2:]:
-        if not line.strip().startswith("|"):
-            break
-        name, holds, may = (c.strip() for c in line.strip().strip("|").split("|"))
+    for name, holds, may in table_rows(text, ["layer", "holds", "may import"]):
         allowed = [] if may.lower() in NONE else [m.strip() for m in may.split(",")]
         layers[name.strip("*")] = (re.findall(r"`([^`]+)`", holds), allowed)
     return layers
@@ -404,16 +413,9 @@ def read_name_table(text: str) -> dict[str, str]:
     Each cell's first backticked text counts: ``roofkit.hw(name)`` is ``roofkit.hw``, and a note after the file
     is left out.
     """
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if [c.strip().lower() for c in line.strip().strip("|").split("|")] == ["public name", "file"]), None)
-    if start is None:
-        raise AssertionError("no '| public name | file |' table in the document")
     table = {}
-    for line in lines[start + 2:]:
-        if not line.strip().startswith("|"):
-            break
-        name, where = (re.search(r"`([^`(]+)", cell).group(1) for cell in line.strip().strip("|").split("|")[:2])
+    for cells in table_rows(text, ["public name", "file"]):
+        name, where = (re.search(r"`([^`(]+)", cell).group(1) for cell in cells[:2])
         table[name] = where
     return table
 

@@ -25,6 +25,8 @@ import pytest
 from roofkit.course import build, outputs
 from roofkit.course.explore._box import encode_png
 
+from helpers import roofkit_with_data
+
 pytestmark = pytest.mark.slow  # each runs a lesson in a kernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,17 +41,6 @@ def _course(tmp_path: Path, lesson: str = LESSON) -> Path:
         shutil.copy(ROOT / folder / f"{lesson}{suffix}", course / folder)
     shutil.copy(ROOT / build.SANITIZE, course)
     return course
-
-
-def _roofkit_with(tmp_path: Path, old: str, new: str) -> Path:
-    """A copy of the roofkit package whose hardware catalog has ``old`` replaced by ``new`` (once)."""
-    where = tmp_path / "pkg"
-    shutil.copytree(ROOT / "roofkit", where / "roofkit", ignore=shutil.ignore_patterns("__pycache__"))
-    catalog = where / "roofkit" / "data" / "hardware.toml"
-    text = catalog.read_text(encoding="utf-8")
-    assert text.count(old) == 1, old
-    catalog.write_text(text.replace(old, new), encoding="utf-8")
-    return where
 
 
 def _cli(*argv, cwd, env=None):
@@ -70,8 +61,9 @@ def test_an_unchanged_lesson_rebuilds_to_the_same_bytes_and_passes_the_check(tmp
 
 def test_a_changed_catalog_figure_makes_the_check_fail_and_names_what_moves(tmp_path):
     course = _course(tmp_path)
-    changed = _roofkit_with(tmp_path, "bandwidth_tb_s = 3.35\nmemory_gb = 80\nusable_memory_mib = 81559",
-                            "bandwidth_tb_s = 3.9\nmemory_gb = 80\nusable_memory_mib = 81559")
+    changed = roofkit_with_data(tmp_path / "pkg", {"hardware.toml": (
+        "bandwidth_tb_s = 3.35\nmemory_gb = 80\nusable_memory_mib = 81559",
+        "bandwidth_tb_s = 3.9\nmemory_gb = 80\nusable_memory_mib = 81559")})
     env = {**__import__("os").environ, "PYTHONPATH": str(changed)}
     checked = _cli("build", "--check", "--json", "03", cwd=course, env=env)
     assert checked.returncode == 1, checked.stdout + checked.stderr

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import roofkit_with_data
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,13 +70,7 @@ print(json.dumps({
 
 def _probe(tmp_path: Path, edits: dict[str, tuple[str, str]]) -> dict:
     """The consumers' figures with roofkit's data files edited (file -> (old, new), each old found once)."""
-    package = tmp_path / "pkg"
-    shutil.copytree(ROOT / "roofkit", package / "roofkit", ignore=shutil.ignore_patterns("__pycache__"))
-    for name, (old, new) in edits.items():
-        path = package / "roofkit" / "data" / name
-        text = path.read_text(encoding="utf-8")
-        assert text.count(old) == 1, (name, old)
-        path.write_text(text.replace(old, new), encoding="utf-8")
+    package = roofkit_with_data(tmp_path / "pkg", edits)
     env = {**os.environ, "PYTHONPATH": str(package)}
     code = PROBE % {"lesson13": str(ROOT / "lessons" / "13-serving.md")}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)

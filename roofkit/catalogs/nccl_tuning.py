@@ -47,11 +47,15 @@ def tables() -> dict:
 SOURCE = tables()["source"]
 
 
+def _check_protocol(protocol: str) -> None:
+    if protocol not in PROTOCOLS:
+        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
+
+
 def _check(algorithm: str, protocol: str) -> None:
     if algorithm not in ALGORITHMS:
         raise InvalidValue(f"unknown algorithm {algorithm!r}; expected one of: {', '.join(ALGORITHMS)}.")
-    if protocol not in PROTOCOLS:
-        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
+    _check_protocol(protocol)
 
 
 def _entry(table: dict, algorithm: str, protocol: str) -> float:
@@ -63,8 +67,7 @@ def _entry(table: dict, algorithm: str, protocol: str) -> float:
 
 def protocol_share(protocol: str) -> float:
     """The share of a link's bandwidth ``protocol`` carries as data."""
-    if protocol not in PROTOCOLS:
-        raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(PROTOCOLS)}.")
+    _check_protocol(protocol)
     return float(tables()["protocol_share"][protocol])
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 
 from ..catalogs import hardware, models
-from ..errors import InvalidValue
 from ..units import whole
 from ..perf.inference import latency, memory
 from ..perf.inference.workload import steady_state
