@@ -145,3 +145,18 @@ def test_no_hint_gives_the_library_call_that_computes_the_key():
         for hint in question.hints:
             assert not any(call in hint for call in calls), (question.id, hint)
             assert "{" not in hint, (question.id, hint)  # hints are not templates: no unfilled names
+
+
+def test_intensity_belongs_to_the_kernel_only_under_the_ideal_count():
+    """Section 1 says which intensity is the kernel's alone: the ideal one (each operand read once). Measured
+    traffic, the roofline's 'operational intensity' (Williams, Waterman & Patterson, CACM 2009), also depends on
+    tiling and caches. (Expert review F02-1: the lesson used to say any intensity was the same on every chip.)"""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "02-arithmetic-intensity.md").read_text("utf-8")
+    section = " ".join(text[text.index("## 1. FLOPs per byte"):text.index("## 2.")].split())
+    claim = section.index("belongs to the kernel")
+    assert "ideal" in section[claim - 120:claim]  # the claim is about the ideal count, not any count
+    assert "same kernel has the same intensity" not in section
+    for needed in ("measured intensity", "caches", "tiles", "Williams"):
+        assert needed in section, needed

@@ -36,9 +36,70 @@ def test_update_swamping_in_real_bf16():
     assert w + ml_dtypes.bfloat16(1e-4) == w and w + ml_dtypes.bfloat16(2e-4) != w
     assert key("l06.why-master-weights") == "swamping"
     assert key("l06.why-master-weights", weight=1.0) == "swamping"  # the lesson's printed example
-    # an update above half the gap survives, and the question says so
-    assert key("l06.why-master-weights", update=0.01) == "none"
-    assert key("l06.why-master-weights", weight=0.02, update=1e-4) == "none"
+    # an update above half the gap survives, but rounded to a BF16 value: not applied as it is
+    assert key("l06.why-master-weights", update=0.01) == "rounded"
+    assert key("l06.why-master-weights", weight=0.02, update=1e-4) == "rounded"
+
+
+def _bf16_only(weight, update):
+    """The oracle: weight kept in BF16, the update added and the sum rounded to BF16 by ml_dtypes."""
+    w = ml_dtypes.bfloat16(weight)
+    total = ml_dtypes.bfloat16(np.float32(w) + np.float32(update))
+    assert total == w + ml_dtypes.bfloat16(update)  # BF16 + BF16 in ml_dtypes agrees
+    moved = float(total) - float(w)
+    return "swamping" if moved == 0 else "exact" if moved == update else "rounded"
+
+
+def test_master_weights_key_is_right_for_every_class_variant():
+    """Expert review F06-1: the key used to be 'none' (nothing lost) on four class variants, where BF16 applies
+    0.02 + 1e-4 as +1.22e-4 (+22%) and 0.3 + 1e-3 as +1.95e-3 (+95%). Every variant's key now says what BF16 does
+    to the update, checked against ml_dtypes' own rounding, and every wrong choice is told why."""
+    from roofkit.grading import variants
+
+    question = quiz.get("l06.why-master-weights")
+    every = [dict(question.params), *variants.combinations(question)]
+    assert len(every) == 13  # the lesson's numbers and the twelve class variants
+    keys = set()
+    for params in every:
+        asked = question.with_params(**params)
+        expected = _bf16_only(params["weight"], params["update"])
+        assert asked.answer_key() == expected, params
+        assert expected != "exact"  # none of them is a whole number of gaps: 'nothing is lost' is never right
+        keys.add(expected)
+        assert quiz.judge(asked, expected).correct is True
+        for other in question.choices:
+            if other != expected:
+                verdict = quiz.judge(asked, other)
+                assert verdict.correct is False and verdict.misconception, (params, other)
+        assert quiz.judge(asked, "none").correct is False  # the old key
+    assert keys == {"swamping", "rounded"}  # the variants move the key
+    # the review's two worst cases, by hand: one whole gap each, far from the update
+    for weight, update, applied in ((0.02, 1e-4, 2.0**-13), (0.3, 1e-3, 2.0**-9)):
+        w = ml_dtypes.bfloat16(weight)
+        assert float(w + ml_dtypes.bfloat16(update)) - float(w) == applied
+        assert key("l06.why-master-weights", weight=weight, update=update) == "rounded"
+        verdict = quiz.judge(question.with_params(weight=weight, update=update), "swamping")
+        assert verdict.correct is False and verdict.misconception == "survives-here"
+
+
+def test_an_update_of_whole_gaps_is_exact():
+    # 1 + 2^-6 is a BF16 value (neighbours of 1 are 2^-7 apart): nothing is rounded
+    assert _bf16_only(1.0, 2.0**-6) == key("l06.why-master-weights", weight=1.0, update=2.0**-6) == "exact"
+    verdict = quiz.judge(quiz.get("l06.why-master-weights").with_params(weight=1.0, update=2.0**-6), "rounded")
+    assert verdict.correct is False and verdict.misconception == "whole-gaps"
+    assert quiz.judge(quiz.get("l06.why-master-weights").with_params(weight=1.0, update=2.0**-6), "none").correct
+
+
+def test_surviving_updates_are_applied_rounded_in_bf16_and_nearly_exactly_in_fp32():
+    """The lesson's table at the question's weight, 0.05, where BF16 values are 2^-12 apart."""
+    w = ml_dtypes.bfloat16(0.05)
+    for update, whole_gaps in ((1e-4, 0), (2e-4, 1), (5e-4, 2), (1e-3, 4)):
+        moved = float(ml_dtypes.bfloat16(np.float32(w) + np.float32(update))) - float(w)
+        assert moved == whole_gaps * 2.0**-12
+        r = precision.swamping(0.05, update, "bf16")
+        assert r["result"] - r["weight"] == moved
+        fp32 = precision.swamping(0.05, update, "fp32")
+        assert abs((fp32["result"] - fp32["weight"]) / update - 1) < 1e-4  # a thousand times smaller and more
 
 
 def test_resolution_2_to_the_minus_8():
@@ -107,6 +168,48 @@ def test_gradscaler_defaults_are_the_lessons():
 
 # --- memory: ZeRO's 2 + 2 + 12 = 16 bytes per parameter ------------------------------------------------------
 
+def test_optimizer_bytes_per_layout():
+    """Expert review F06-2: 2 + 2 + 12 is ZeRO's count. PyTorch autocast keeps FP32 parameters (the master weights)
+    and FP32 .grad: 4 + 4 + 4 + 4, the same 16. Megatron-LM with BF16 keeps FP32 gradients: 18."""
+    zero = training.adam_memory_per_param()
+    autocast = training.adam_memory_per_param(weights="fp32", grads="fp32", master=None)
+    megatron = training.adam_memory_per_param(grads="fp32")
+    assert (zero["weights"], zero["grads"], zero["master"] + zero["first_moment"] + zero["second_moment"]) == (2, 2, 12)
+    assert [autocast[p] for p in ("weights", "grads", "master", "first_moment", "second_moment")] == [4, 4, 0, 4, 4]
+    assert zero["total"] == autocast["total"] == 16 and megatron["total"] == 18
+    text = _lesson()
+    section = text[text.index("## 7."):text.index("## Exercises")]
+    for needed in ("autocast", "param.grad.dtype", "torch.float32", "Megatron-LM", "ZeRO"):
+        assert needed in section, needed
+
+
+def test_moments_stay_fp32_only_in_the_standard_recipe():
+    """Expert review F06-3: DeepSeek-V3 (arXiv:2412.19437, section 3.3.3) keeps AdamW's moments in BF16, master
+    weights and gradients in FP32. Its beta2 = 0.95 (section 4.2) moves v by 5% a step, which BF16 keeps; the
+    usual 0.999 moves it by 0.1%, which BF16 loses."""
+    one = ml_dtypes.bfloat16(1.0)
+    assert one + ml_dtypes.bfloat16(1 - 0.95) != one and one + ml_dtypes.bfloat16(1 - 0.999) == one
+    assert not precision.swamping(1.0, 1 - 0.95, "bf16")["update_lost"]
+    assert precision.swamping(1.0, 1 - 0.999, "bf16")["update_lost"]
+    text = " ".join(_lesson().split())
+    for section, end in (("## 2.", "## 3."), ("## 6.", "## 7.")):
+        body = text[text.index(section):text.index(end)]
+        assert "DeepSeek-V3" in body and "standard recipe" in body, section
+    assert "2412.19437" in text and "3.3.3" in text
+
+
+def test_ssd_is_cited_for_what_the_paper_says():
+    """The mixed-precision paper (arXiv:1710.03740, section 3.2): a loss scale of 8 was enough for SSD, gradients
+    below 2^-27 did not matter. The lesson's gradients are synthetic and say so; at 2^3 they still lose a good share."""
+    text = " ".join(_lesson().split())
+    section = text[text.index("## 3."):text.index("## 5.")]
+    assert "much like the activation-gradient histogram" not in section
+    assert "synthetic" in section and "scale of 8" in section and "2^{-27}" in section
+    g = precision.example_gradients()
+    assert precision.loss_scaling(g, 2.0**3, "fp16")["lost_after"] > 0.05
+    assert precision.loss_scaling(g, 2.0**16, "fp16")["lost_after"] == 0
+
+
 def test_adam_70b():
     assert training.adam_memory_per_param()["total"] == 16
     assert key("l06.ex-adam-70b") == pytest.approx(70e9 * 16)
@@ -126,10 +229,14 @@ def test_fp8_scale_maps_amax_to_448():
     assert question.params["fmt"] == "e4m3" and "float8_e4m3fn" in question.text()
 
 
-def test_lesson_06_says_where_448_and_its_notation_come_from():
+def _lesson():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "lessons" / "06-mixed-precision.md").read_text("utf-8")
+    return (Path(__file__).resolve().parent.parent / "lessons" / "06-mixed-precision.md").read_text("utf-8")
+
+
+def test_lesson_06_says_where_448_and_its_notation_come_from():
+    text = _lesson()
     first_448 = text.index("448")
     assert "lesson 05" in text[first_448 - 300:first_448 + 100]
     assert "lesson 05's notation" in text[:text.index("## 1.")]
@@ -142,8 +249,10 @@ def test_lesson_06_says_where_448_and_its_notation_come_from():
 
 @pytest.mark.parametrize("question_id, answer, name", [
     ("l06.why-master-weights", "underflow", "underflow"),
-    ("l06.why-master-weights", "speed", "speed"),
     ("l06.why-master-weights", "overflow", "overflow"),
+    ("l06.why-master-weights", "exact", "as-in-fp32"),
+    ("l06.why-master-weights", "nothing is lost", "as-in-fp32"),
+    ("l06.why-master-weights", "rounded", "lost-here"),
     ("l06.smallest-update", 2.0**-10, "whole-gap"),
     ("l06.smallest-update", 7.45e-9, "fp32-threshold"),
     ("l06.loss-scale-normal", 4, "nonzero-only"),

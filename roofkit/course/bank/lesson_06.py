@@ -27,8 +27,14 @@ def skipped_steps(max_gradient, fmt="float16", initial_scale=2.0**16, steps=200)
     return sum(row["skipped"] for row in history)
 
 
-def _lost(weight, update, fmt="bfloat16"):
-    return precision.swamping(weight, update, fmt)["update_lost"]
+def added_in(weight, update, fmt="bfloat16"):
+    """What adding ``update`` to ``weight`` does when the weight is kept only in ``fmt`` (no FP32 copy):
+    'swamping' (the sum rounds back to the weight), 'exact' (the weight moves by the update itself) or
+    'rounded' (the weight moves, but to a value of ``fmt`` a whole number of gaps away, not by the update)."""
+    r = precision.swamping(weight, update, fmt)
+    if r["update_lost"]:
+        return "swamping"
+    return "exact" if r["result"] - r["weight"] == update else "rounded"
 
 
 def _power_of_two(scale, up):
@@ -44,47 +50,58 @@ register(
         id="l06.why-master-weights",
         lesson="06",
         kind="choice",
-        prompt=("You train in BF16 with FP32 master weights. Why can't you keep the weights in BF16 only and skip "
-                "the FP32 copy to save memory? A typical weight is about {weight} and a typical update "
-                "(learning rate x gradient) about {update}. Choose one: swamping (the update rounds away when "
-                "added to the weight), underflow (the gradient flushes to zero), overflow (the weight outgrows "
-                "the format), speed (the FP32 copy makes the step faster), or none (nothing is lost: you can "
-                "skip it)."),
+        prompt=("You train in BF16 and think of keeping the weights in BF16 only, without the FP32 master copy, to "
+                "save memory. A typical weight is about {weight} and a typical update (learning rate x gradient) "
+                "about {update}. The optimizer adds the update to the weight, and the sum is rounded to BF16. What "
+                "happens to the update? Choose one: swamping (it rounds away: the weight does not change), rounded "
+                "(the weight changes, but to another BF16 value a whole number of gaps away, so not by the "
+                "update), exact (the weight changes by the update, as it would in FP32), underflow (the update "
+                "flushes to zero before it is added), or overflow (the sum outgrows the format)."),
         params={"weight": 0.05, "update": 1e-4},
-        choices=("swamping", "underflow", "overflow", "speed", "none"),
+        choices=("swamping", "rounded", "exact", "underflow", "overflow"),
         synonyms={"swamping": ("update swamping", "swamped", "swamp", "the update rounds away", "rounds away",
-                               "absorption"),
-                  "underflow": ("flush to zero", "flushes to zero", "the gradient flushes to zero"),
-                  "overflow": ("the weight overflows",),
-                  "speed": ("faster", "performance", "it is faster"),
-                  "none": ("nothing", "nothing is lost", "skip it", "you can skip it")},
+                               "absorption", "lost", "the update is lost"),
+                  "rounded": ("kept but rounded", "rounded to the gap", "rounded to a multiple of the gap",
+                              "distorted", "changed by a whole number of gaps"),
+                  "exact": ("exactly", "applied exactly", "as in fp32", "nothing is lost", "none", "nothing"),
+                  "underflow": ("flush to zero", "flushes to zero", "the update flushes to zero"),
+                  "overflow": ("the weight overflows", "the sum overflows")},
         variants={"weight": (0.02, 0.1, 0.3, 2.0), "update": (1e-5, 1e-4, 1e-3)},
-        key=lambda weight, update: "swamping" if _lost(weight, update) else "none",
+        key=lambda weight, update: added_in(weight, update),
         hints=(
-            "How far apart are BF16 numbers near the weight? Compare with the update.",
-            "An addition is lost when the update is below half the gap between neighbouring BF16 values at the "
-            "weight, 2^-7 times the power of two the weight sits in.",
+            "How far apart are BF16 numbers near the weight? Compare the update with that gap.",
+            "The sum is rounded to the nearest BF16 value: below half the gap it falls back on the weight; above, "
+            "it lands a whole number of gaps away, which is the update only if the update is itself a whole number "
+            "of gaps.",
         ),
         misconceptions=(
             Misconception("underflow",
-                          "BF16 has FP32's 8 exponent bits: a value of this size is nowhere near its smallest "
-                          "normal number. The update exists; it is lost in the addition to the weight.",
+                          "BF16 has FP32's 8 exponent bits: an update of this size is an ordinary BF16 number, far "
+                          "above its smallest normal one. What goes wrong, if anything, is the addition: the sum has "
+                          "to land on a BF16 value near the weight.",
                           answer=lambda weight, update: "underflow"),
-            Misconception("speed",
-                          "The FP32 copy costs memory and a little time; it buys accuracy, not speed. The fast "
-                          "math runs on the BF16 copy.",
-                          answer=lambda weight, update: "speed"),
             Misconception("overflow",
-                          "BF16 reaches about 3e38, like FP32: weights of this size are far from overflowing.",
+                          "BF16 reaches about 3e38, like FP32: neither the weight nor the sum is anywhere near "
+                          "overflowing. What matters is how far apart BF16 values are near the weight.",
                           answer=lambda weight, update: "overflow"),
-            Misconception("nothing-lost",
-                          "Something is lost: near this weight neighbouring BF16 values are 2^-7 of its power of two "
-                          "apart, and an update below half that gap rounds away when it is added.",
-                          answer=lambda weight, update: "none" if _lost(weight, update) else None),
-            Misconception("swamping-where-none",
-                          "Not at these sizes: the update is more than half the gap between neighbouring BF16 "
-                          "values at the weight, so the sum does change.",
-                          answer=lambda weight, update: None if _lost(weight, update) else "swamping"),
+            Misconception("as-in-fp32",
+                          "Only a format as fine as FP32 adds an update like this one as it is. In BF16 the sum must "
+                          "land on a BF16 value, and near the weight those are 2^-7 times the weight's power of two "
+                          "apart: compare the update with that gap.",
+                          answer=lambda weight, update: "exact" if added_in(weight, update) != "exact" else None),
+            Misconception("survives-here",
+                          "Not at these sizes: the update is more than half the gap between neighbouring BF16 values "
+                          "at the weight, so the sum does not round back to the weight: the weight changes.",
+                          answer=lambda weight, update: "swamping" if added_in(weight, update) != "swamping" else None),
+            Misconception("lost-here",
+                          "The update is less than half the gap between neighbouring BF16 values at the weight, so "
+                          "the sum is nearer the weight than any other BF16 value and rounds back to it: the weight "
+                          "does not change at all.",
+                          answer=lambda weight, update: "rounded" if added_in(weight, update) == "swamping" else None),
+            Misconception("whole-gaps",
+                          "This update is itself a whole number of BF16 gaps at the weight, so weight + update is a "
+                          "BF16 value and nothing is rounded.",
+                          answer=lambda weight, update: "rounded" if added_in(weight, update) == "exact" else None),
         ),
     ),
     Question(
