@@ -25,6 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 OVERRIDES = ROOT / "jupyterlab-settings" / "overrides.json"
 NOTIFICATION = "@jupyterlab/apputils-extension:notification"
+WIDGETS = "@jupyter-widgets/jupyterlab-manager:plugin"
 
 
 def lab_flags() -> list[str]:
@@ -64,6 +65,16 @@ def test_the_overrides_turn_the_news_off_with_values_the_schema_accepts():
     assert Path(flags["--LabApp.app_settings_dir"]) == OVERRIDES.parent
 
 
+def test_the_overrides_save_the_answer_boxes_with_the_notebook():
+    """What a release's answer box holds is graded from the saved notebook (roofkit.grading.boxes): JupyterLab
+    writes it there only with the widget manager's saveState on."""
+    widgets = json.loads(OVERRIDES.read_text())[WIDGETS]
+    schema_file = (Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter-widgets" / "jupyterlab-manager"
+                   / "schemas" / "@jupyter-widgets" / "jupyterlab-manager" / "plugin.json")
+    schema = json.loads(schema_file.read_text())["properties"]
+    assert widgets == {"saveState": True} and schema["saveState"]["type"] == "boolean"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,6 +107,10 @@ def test_jupyterlab_started_like_make_lab_serves_the_overrides(tmp_path):
         # an override becomes the schema's default, which is what a learner with no settings of their own gets
         assert settings["schema"]["properties"]["fetchNews"]["default"] == "false"
         assert settings["schema"]["properties"]["checkForUpdates"]["default"] is False
+        widgets_url = f"http://127.0.0.1:{port}/lab/api/settings/{WIDGETS}?token={token}"
+        with urllib.request.urlopen(widgets_url, timeout=10) as response:
+            widgets = json.loads(response.read())
+        assert widgets["schema"]["properties"]["saveState"]["default"] is True
     finally:
         server.terminate()
         try:

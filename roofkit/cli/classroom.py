@@ -29,7 +29,7 @@ def cmd_assign(args) -> None:
 
     summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
                           roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root,
-                          bank=args.bank, feedback=args.feedback)
+                          bank=args.bank, feedback=args.feedback, keys=args.keys)
     lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
     lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
               + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
@@ -40,7 +40,9 @@ def cmd_assign(args) -> None:
                      f" (secret: {summary['secret_file']}; keep it, the grader needs it)")
     else:
         lines.append(f"hand out {summary['notebooks']['']}")
-    lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades"
+    if summary["keys"]:
+        lines.append(f"keys: {summary['keys']} (each student's key per question; for you alone, never hand it out)")
+    lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades/{summary['name']}"
                  + (f" --secret-file {summary['secret_file']}" if summary["secret_file"] else ""))
     if any(q.get("private") for q in summary["questions"]):
         lines.append(f"the keys of the private questions stay in {args.bank}: no student file holds them; "
@@ -112,6 +114,8 @@ def register(sub, common) -> None:
     assign.add_argument("--feedback", choices=("none", "verdict", "misconception", "ratio"),
                         help="how much a feedback page says about each graded answer (default: ratio for the course's "
                         "questions, misconception for your own, whose keys a ratio would give away)")
+    assign.add_argument("--keys", action="store_true", help="also write keys.csv into the release: each student's "
+                        "numbers and key per question, for you alone (never hand it out)")
     assign.set_defaults(func=cmd_assign)
 
     grade = sub.add_parser("grade", help="run and grade submissions: gradebook, results and feedback pages",

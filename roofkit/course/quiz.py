@@ -33,7 +33,7 @@ import random
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction as _Fraction
 from typing import Any
@@ -46,6 +46,9 @@ __all__ = ["Question", "Misconception", "Verdict", "register", "get", "questions
            "by_id"]
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
+# the answer box's classes: JupyterLab saves the box's answer with the notebook (widget state, saveState in
+# jupyterlab-settings/overrides.json), and the grader finds each question's box by them (roofkit.grading.boxes)
+BOX_CLASS, BOX_ID_PREFIX, BOX_PARAMS_PREFIX = "roofkit-answer", "roofkit-q-", "roofkit-p-"
 NOT_ANSWERED = "not answered yet"
 UNREADABLE = "? could not read this answer"  # neither right nor wrong: the verdict says what was expected
 KINDS = ("numeric", "symbolic", "choice", "code")
@@ -207,10 +210,18 @@ RENAMED: dict[str, str] = {
 }
 _hints_shown: dict[str, int] = {}
 _variant: dict[str, dict[str, Any]] = {}  # question id -> this notebook's parameters (a class variant)
+_handed_in: set[str] = set()  # the questions of a release: graded from what the notebook holds when handed in
+_boxes: dict[str, Any] = {}  # question id -> its live question widget (asking again closes the old answer box)
 
 
-def use_variant(params_by_question: Mapping[str, Mapping[str, Any]]) -> None:
-    """Ask every listed question with these parameters from now on (a release's setup cell calls this)."""
+def use_variant(params_by_question: Mapping[str, Mapping[str, Any]], handed_in: Iterable[str] = ()) -> None:
+    """Ask every listed question with these parameters from now on (a release's setup cell calls this).
+
+    ``handed_in``: the questions this notebook hands in for a grade (a release's): their answer boxes say that
+    what the box holds when the notebook is saved is what is graded.
+    """
+    _handed_in.clear()
+    _handed_in.update(handed_in)
     for question_id, params in params_by_question.items():
         get(question_id).with_params(**params)  # validates ids and parameter names
     _variant.clear()
@@ -858,6 +869,19 @@ def _show(verdict: Verdict, record: dict) -> None:
     display({"text/plain": str(verdict), RECORD_MIME: record}, raw=True)
 
 
+def _close_all(widget) -> None:
+    """Close a widget and everything inside it (a closed model is not saved with the notebook)."""
+    for child in getattr(widget, "children", ()):
+        _close_all(child)
+    widget.close()
+
+
+def _box_is_graded(question_id: str, answer) -> str:
+    return ("Graded: JupyterLab saves this box's answer with the notebook, and the grader judges it (the answer "
+            "cell may stay as it is). In an editor that saves no widgets (VS Code, Colab), write it in the answer "
+            f"cell instead: check({question_id!r}, {str(answer)!r}).")
+
+
 def ask(question_id: str, **params):
     """Show a question with an answer box, a Check button and a Hint button (ipywidgets).
 
@@ -895,8 +919,10 @@ def ask(question_id: str, **params):
     def on_check(_):
         verdict = judge(question, box.value)
         colour = "#8a5a00" if verdict.unreadable else {True: "green", False: "#b00", None: "#666"}[verdict.correct]
-
-        feedback.value = f"<span style='color:{colour}'>{html.escape(str(verdict))}</span>"
+        said = f"<span style='color:{colour}'>{html.escape(str(verdict))}</span>"
+        if question.id in _handed_in and verdict.correct is not None:
+            said += f"<div style='color:#666'>{html.escape(_box_is_graded(question.id, box.value))}</div>"
+        feedback.value = said
 
     def on_hint(_):
         text = hint(question.id)
@@ -908,16 +934,24 @@ def ask(question_id: str, **params):
     check_button.on_click(on_check)
     hint_button.on_click(on_hint)
     if hasattr(box, "on_submit"):
-        box.continuous_update = False
-        box.observe(lambda change: on_check(None), names="value")
+        box.continuous_update = False  # the value changes on Enter (or leaving the box), not per key
+    # a new answer is judged at once (Enter, or a choice picked): what the box holds is what it last judged
+    box.observe(lambda change: on_check(None), names="value")
+
     class QuestionBox(w.VBox):
         def __repr__(self):  # what a page without live widgets shows instead of the box
             return f"(answer box for {question.id}: in JupyterLab, type an answer and press Check)"
 
+    box.add_class(BOX_CLASS)
+    box.add_class(BOX_ID_PREFIX + question.id)
+    box.add_class(BOX_PARAMS_PREFIX + params_digest(question.params))
+    if question.id in _boxes:  # asked again: the old box goes, so the notebook saves one answer per question
+        _close_all(_boxes[question.id])
     widget = QuestionBox([w.HBox([box, check_button, hint_button]), feedback, hints])
     widget.add_class("roofkit-question")
     widget.question = question  # for tests and the browser driver
     widget.check_button, widget.answer_box, widget.feedback = check_button, box, feedback
     widget.hint_button, widget.hints = hint_button, hints
+    _boxes[question.id] = widget
     display(widget)
     return None

@@ -29,11 +29,13 @@ import json
 import os
 import pprint
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from ..course import build, quiz
 from ..errors import InvalidValue
 from . import bank, cells, variants
+from . import keys as answer_keys
 from . import bank as banks
 from .release import public, spec
 from .score import LEVELS
@@ -167,11 +169,14 @@ def _header(name: str, origin: str, questions: list[dict]) -> str:
     rows = "\n".join(f"| `{q['id']}` | {q['kind']} | {q['points']:g} |" for q in questions)
     return (f"# Assignment {name}\n\n*Made by `roofkit assign` from {origin}.* {len(questions)} questions, "
             f"{total:g} points.\n\nWrite your answers in the cells that say `# your answer here` or "
-            "`# your code here`; the other cells are locked, and the grader reports any change to them. "
+            "`# your code here`, or type them into a question's answer box: JupyterLab saves the box with the "
+            "notebook, and the grader judges what it holds (an answer cell's answer counts first). The other "
+            "cells are locked, and the grader reports any change to them. "
             "Your numbers may differ from your classmates': use the ones the prompts show you.\n\n"
             "Before you hand it in, run the whole notebook from the top (**Kernel → Restart Kernel and Run All "
-            "Cells**). The grader runs it again in a fresh kernel and checks each value itself: what your "
-            "notebook printed does not count, only what your cells compute. A code answer must be a "
+            "Cells**), then save it. The grader runs it again in a fresh kernel and checks each value itself: "
+            "what your notebook printed does not count, only what your cells compute and your boxes hold. "
+            "A code answer must be a "
             "self-contained function (imports inside it).\n\n| question | kind | points |\n| --- | --- | --- |\n"
             + rows)
 
@@ -375,8 +380,11 @@ def read_release(folder: str | Path) -> Release:
 def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None = None, out: str | Path = "release",
          roster: str | Path | None = None, secret_file: str | Path | None = None,
          points: dict[str, float] | None = None, root: str | Path = ".", bank: str | Path | None = None,
-         feedback: str | None = None) -> dict:
+         feedback: str | None = None, keys: bool = False) -> dict:
     """Write a release; return a summary (the CLI prints it).
+
+    ``keys``: also write ``keys.csv`` (:mod:`roofkit.grading.keys`), each student's key per question, for the
+    instructor only.
 
     ``bank``: a Python file or folder of the instructor's private questions (:mod:`roofkit.grading.bank`).
     ``feedback``: how much the feedback pages say about each graded answer (:data:`roofkit.grading.score.LEVELS`;
@@ -414,7 +422,20 @@ def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None
         _write(path, nbformat.writes(mine) + "\n")
         written[student or ""] = str(path)
     _write(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    keys_file = _write_keys(out, manifest, secret, private) if keys else None
     counts = {q["id"]: len(manifest["public"][q["id"]]["combinations"]) for q in manifest["questions"]}
     return {"name": name, "out": str(out), "questions": manifest["questions"], "points_total": manifest["points_total"],
             "students": students or [], "notebooks": written, "variants": counts,
-            "secret_file": str(secret_file) if secret else None}
+            "secret_file": str(secret_file) if secret else None, "keys": keys_file}
+
+
+def _write_keys(out: Path, manifest: dict, secret: bytes | None, private) -> str:
+    """``keys.csv`` beside the manifest: every student's key for every question of the release."""
+    questions = [replace(q, points=m["points"]) for q, m in
+                 zip(answer_keys.bank_questions([m["id"] for m in manifest["questions"]], private),
+                     manifest["questions"])]
+    students = manifest.get("students") or [None]
+    table = answer_keys.rows(questions, {s: numbers(manifest, secret, s) for s in students})
+    path = out / answer_keys.FILE
+    _write(path, answer_keys.csv_text(table))
+    return str(path)

@@ -48,8 +48,9 @@ from pathlib import Path
 from ..course import build, quiz
 from ..errors import InvalidValue
 from . import cases as code_cases
-from . import cells, execute, files, ids, jail, report, results, score, variants
+from . import boxes, cells, execute, files, ids, jail, report, results, score, variants
 from . import export as exports
+from . import keys as answer_keys
 from . import shard as shards
 from . import release as _release  # noqa: F401 - loaded here, not half-way in a worker thread
 from .assign import numbers, read_release, specs, student_notebook
@@ -301,6 +302,11 @@ def _reference(nb):
 # --- one student -------------------------------------------------------------------------
 
 
+def _empty(record: dict) -> bool:
+    """An answer record with no answer in it (``check(id)`` alone, or ``check(id, ...)``)."""
+    return record.get("answer") in (None, "Ellipsis") and not record.get("source")
+
+
 def _pick(records: list[tuple[int, dict]], locked: set[int], wanted: set[str]):
     """question id -> (cell index, record), answers per question, notes: the last real answer from a student's cell.
 
@@ -318,7 +324,7 @@ def _pick(records: list[tuple[int, dict]], locked: set[int], wanted: set[str]):
         if qid not in wanted:
             ignored.append(f"an answer to {qid[:40]!r}, which is not in this assignment, was ignored")
             continue
-        empty = record.get("answer") is None and not record.get("source")
+        empty = _empty(record)
         counts[qid] = counts.get(qid, 0) + (not empty)
         if not empty or qid not in chosen:
             chosen[qid] = (index, record)
@@ -369,7 +375,11 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
     if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
         return _not_graded(result, started, "error", f"not graded: {run.failed}; it is graded again on the next run",
                            "not graded: the grader could not run your notebook fairly; it will be graded again")
-    code_items, code_rows = _judge_answers(context, student, nb, run, locked, result)
+    saved = boxes.read(submission.data)
+    if saved.unsaved:
+        result["notes"].append("answers typed in answer boxes were not saved with this notebook (JupyterLab saves "
+                               "them; the editor that saved it did not): write each answer in its answer cell")
+    code_items, code_rows = _judge_answers(context, student, nb, run, locked, result, saved)
     if code_items:
         _judge_code_answers(context, code_items, code_rows, result)
     return _finish(result, started)
@@ -435,11 +445,17 @@ def _flag_key_peeks(nb, locked: set[int], result: dict) -> None:
                                    f"({_KEY_PEEK.search(cell.source)[0]})")
 
 
-def _judge_answers(context: Context, student: str, nb, run, locked: set[int], result: dict) -> tuple[list, dict]:
-    """Each question's last answer judged into its row; code answers are returned, to run their cases together."""
+def _judge_answers(context: Context, student: str, nb, run, locked: set[int], result: dict,
+                   saved: boxes.Boxes | None = None) -> tuple[list, dict]:
+    """Each question's last answer judged into its row; code answers are returned, to run their cases together.
+
+    ``saved``: what the notebook's answer boxes held when it was saved (:mod:`roofkit.grading.boxes`). An answer
+    cell's answer counts first; a question answered only in its box is judged from the box's text.
+    """
+    saved = saved or boxes.Boxes()
     wanted = {q["id"] for q in result["questions"]}
     chosen, counts, ignored = _pick(run.records, locked, wanted)
-    result["notes"] += ignored
+    result["notes"] += ignored + saved.notes
     numbers = result["variant"]
     code_items, code_rows = [], {}
     for row in result["questions"]:
@@ -448,13 +464,27 @@ def _judge_answers(context: Context, student: str, nb, run, locked: set[int], re
         question = _with_points(question, row["max_points"])
         row["prompt"] = question.text()
         row["hint"] = question.hints[0] if question.hints else ""
+        row["expected"] = answer_keys.expected(question)  # for the instructor: results.json, never a feedback page
+        in_cell = qid in chosen and not _empty(chosen[qid][1])
+        if not in_cell and qid in saved.answers and question.kind != "code":
+            row["note"] = "answered in the answer box (saved with the notebook)"
+            _check_numbers(context, student, qid, question, {"params": saved.params.get(qid)}, row, result)
+            _judge_answer(context, student, qid, question, saved.answers[qid], row, result)
+            continue
+        if not in_cell and qid in saved.unsaved:
+            row["reason"] = (f"not answered: your notebook shows an answer box for this question, but the editor that "
+                             f"saved it kept no answer in it. Write the answer in the answer cell: check({qid!r}, ...)")
+            continue
         if qid not in chosen:
             row["reason"] = _why_unanswered(qid, nb, run, locked)
             continue
         index, record = chosen[qid]
+        box = saved.answers.get(qid)
+        if box is not None and box != score.answer_text(record.get("answer")):
+            row["note"] = f"the answer cell's answer counts; the answer box held {score.answer_text(box)!r}"
         row["cell"] = index + 1
         if counts.get(qid, 0) > 1:
-            row["note"] = f"answered {counts[qid]} times; the last answer (cell {index + 1}) counts"
+            row["note"] = (row["note"] + "; " if row.get("note") else "") + f"answered {counts[qid]} times; the last answer (cell {index + 1}) counts"
         _check_numbers(context, student, qid, question, record, row, result)
         if question.kind == "code":
             source = record.get("source")
