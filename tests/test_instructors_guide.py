@@ -7,6 +7,7 @@ any student file.
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -74,11 +75,14 @@ def gradebook(path: Path) -> dict[str, dict]:
 
 @pytest.mark.sandbox
 def test_the_walkthrough_grades_a_class(tmp_path):
-    course = tmp_path / "course"  # what a fresh clone holds that assign reads
-    shutil.copytree(ROOT / "lessons", course / "lessons")
+    shutil.copytree(ROOT / "lessons", tmp_path / "roofkit" / "lessons")  # what a fresh clone holds that assign reads
+    course = tmp_path / "teaching"  # the class's files, beside the clone
     setup, grading, regrade = walkthrough_blocks()
-    run_block(setup, course)
+    run_block(setup, tmp_path)
     release = course / "release" / "hw1"
+    keys = list(csv.DictReader((release / "keys.csv").read_text(encoding="utf-8").splitlines()))
+    assert {r["student"] for r in keys} == {"ada", "bob", "cy"} and all(r["key"] for r in keys)
+    assert not any((tmp_path / "roofkit").glob("*.txt")) and not (tmp_path / "roofkit" / "release").exists()
     assert sorted(p.name for p in (release / "students").iterdir()) == ["ada", "bob", "cy"]
 
     submissions = course / "submissions" / "hw1"  # the students' part: answer, hand in
@@ -91,17 +95,24 @@ def test_the_walkthrough_grades_a_class(tmp_path):
     printed = run_block(grading, course)
     book = gradebook(course / "grades" / "hw1" / "gradebook.csv")
     assert {s: (r["status"], r["score"]) for s, r in book.items()} == {
-        "ada": ("graded", "5"), "bob": ("graded", "4"), "cy": ("unreadable", "0")}
-    assert book["bob"]["l00.fma-flops"] == "0" and "ada" in printed
+        "ada": ("graded", "5"), "bob": ("graded", "3.6"), "cy": ("unreadable", "0")}  # bob: 4, 10% off for a day late
+    assert book["bob"]["l00.fma-flops"] == "0" and "ada" in printed and "late 1 d" in printed
+    assert (book["ada"]["days late"], book["bob"]["days late"], book["bob"]["late penalty %"]) == ("0", "1", "10")
+    assert book["bob"]["name"] == "Bob K." and book["bob"]["time source"] == "the --times file"
+    assert book["ada"]["sandbox"] == "bubblewrap"  # the kind; results.json describes it in full
     page = (course / "grades" / "hw1" / "feedback" / "bob.html").read_text(encoding="utf-8")
     assert "An FMA is one instruction but two FLOPs" in page  # the misconception, named
+    assert "handed in 1 day late" in page and "10% off" in page
+    ada = json.loads((course / "grades" / "hw1" / "results" / "ada.json").read_text(encoding="utf-8"))
+    expected = {r["question"]: r["key"] for r in keys if r["student"] == "ada"}
+    assert {q["id"]: q["expected"] for q in ada["questions"]} == expected  # the key in keys.csv, in each result
 
     nbformat.write(answer(release / "students" / "bob" / "hw1.ipynb"), submissions / "bob.ipynb")
     ada_result = course / "grades" / "hw1" / "results" / "ada.json"
     before = ada_result.stat().st_mtime_ns
     printed = run_block(regrade, course)
     book = gradebook(course / "grades" / "hw1" / "gradebook.csv")
-    assert {s: r["score"] for s, r in book.items()} == {"ada": "5", "bob": "5", "cy": "0"}
+    assert {s: r["score"] for s, r in book.items()} == {"ada": "5", "bob": "4.5", "cy": "0"}
     assert ada_result.stat().st_mtime_ns == before and "graded 1" in printed
 
     # section 9: the same class in four shards, graded by four processes, merged into the same gradebook
@@ -112,9 +123,9 @@ def test_the_walkthrough_grades_a_class(tmp_path):
     assert sum(1 for k in range(1, 5) for _ in (course / "grades" / f"hw1-{k}" / "results").glob("*.json")) == 3
     canvas = (course / "grades" / "hw1" / "canvas.csv").read_text(encoding="utf-8").splitlines()
     assert canvas[:2] == ["Student,ID,SIS User ID,SIS Login ID,Section,hw1", "Points Possible,,,,,5"]
-    assert "Ada L.,,,ada,,5" in canvas  # the roster's name column
-    assert (course / "grades" / "hw1" / "moodle.csv").read_text(encoding="utf-8").splitlines()[0] == \
-        "Username,ID number,Email address,hw1"
+    assert "Ada L.,,,ada,,5" in canvas and "Bob K.,,,bob,,4.5" in canvas  # the roster's name; bob's late score
+    moodle = (course / "grades" / "hw1" / "moodle.csv").read_text(encoding="utf-8").splitlines()
+    assert moodle[0] == "Username,ID number,Email address,hw1,hw1 feedback" and "1 day late" in moodle[2]
 
 
 @pytest.mark.sandbox
@@ -122,9 +133,9 @@ def test_your_own_questions_end_to_end(tmp_path):
     """Section 8 as printed: the bank file, assign with --bank, a class's answers, grade; no key in any student file."""
     from roofkit.grading import bank
 
-    course = tmp_path / "course"
-    shutil.copytree(ROOT / "lessons", course / "lessons")
-    run_block(walkthrough_blocks()[0], course)  # the roster and the course secret
+    shutil.copytree(ROOT / "lessons", tmp_path / "roofkit" / "lessons")
+    course = tmp_path / "teaching"
+    run_block(walkthrough_blocks()[0], tmp_path)  # the roster and the course secret
     (bank_text,) = blocks("8. Your own questions", "python")
     (course / "my-questions.py").write_text(bank_text, encoding="utf-8")
     assign_block, grade_block = blocks("8. Your own questions")

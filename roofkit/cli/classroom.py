@@ -27,9 +27,14 @@ def _points(specs: list[str] | None) -> dict[str, float]:
 def cmd_assign(args) -> None:
     from ..grading import assign  # deferred: loaded only when this command runs
 
+    from ..grading import deadline  # deferred: loaded only when this command runs
+
+    if args.due is None and any(v is not None for v in (args.grace, args.late_penalty, args.late_until)):
+        raise InvalidValue("--grace, --late-penalty and --late-until go with --due (the release's due time).")
+    policy = deadline.Policy.make(args.due, args.grace, args.late_penalty, args.late_until) if args.due else None
     summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
                           roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root,
-                          bank=args.bank, feedback=args.feedback, keys=args.keys)
+                          bank=args.bank, feedback=args.feedback, keys=args.keys, deadline=policy)
     lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
     lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
               + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
@@ -40,6 +45,9 @@ def cmd_assign(args) -> None:
                      f" (secret: {summary['secret_file']}; keep it, the grader needs it)")
     else:
         lines.append(f"hand out {summary['notebooks']['']}")
+    if summary["deadline"]:
+        lines.append(f"{summary['deadline']} (grade with --times FILE.csv for the LMS's hand-in times; "
+                     "else each file's modification time is used)")
     if summary["keys"]:
         lines.append(f"keys: {summary['keys']} (each student's key per question; for you alone, never hand it out)")
     lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades/{summary['name']}"
@@ -54,7 +62,8 @@ def cmd_grade(args) -> None:
     from ..grading import execute, grade, shard  # deferred: loaded only when this command runs
 
     if args.merge:
-        if args.submissions or args.assignment or args.shard or args.bank or args.feedback or args.sandbox:
+        if args.submissions or args.assignment or args.shard or args.bank or args.feedback or args.sandbox \
+                or args.times:
             raise InvalidValue("--merge takes only the shards' output folders, --out, --secret-file and --export: "
                                "the shards already hold the grading.")
         summary = shard.merge(args.merge, out=args.out, secret_file=args.secret_file)
@@ -76,7 +85,7 @@ def cmd_grade(args) -> None:
                          workers=args.workers, limits=limits, regrade=args.regrade,
                          progress=not getattr(args, "json", False), bank=args.bank,
                          shard=shard.parse(args.shard) if args.shard else None, export=args.export or [],
-                         column=args.lms_column, feedback=args.feedback)
+                         column=args.lms_column, feedback=args.feedback, times=args.times)
     where = f"shard {summary['shard'][0]}/{summary['shard'][1]}: " if summary.get("shard") else ""
     _print_grades(args, summary, where)
 
@@ -89,7 +98,11 @@ def _print_grades(args, summary: dict, where: str) -> None:
     for row in summary["students"]:
         status = "" if row["status"] == "graded" else f"  [{row['status']}]"
         flags = f"  ({len(row['flags'])} flag{'s' * (len(row['flags']) > 1)})" if row["flags"] else ""
-        lines.append(f"{row['student']:<16} {row['score']:g} / {row['max_score']:g}  ({row['percent']:g}%){status}{flags}")
+        late = row.get("late") or {}
+        late = (f"  late {late['days_late']} d" + ("" if late.get("accepted", True) else ", not accepted")
+                if late.get("days_late") else "")
+        lines.append(f"{row['student']:<16} {row['score']:g} / {row['max_score']:g}  ({row['percent']:g}%)"
+                     f"{status}{late}{flags}")
         if not summary["assignment"] or len(row["lessons"]) > 1:
             lines += [f"  lesson {k}: {v['score']:g} / {v['max_score']:g}" for k, v in sorted(row["lessons"].items())]
     lines.append(f"{where}graded {summary['graded']}, already graded {summary['skipped']}; "
@@ -116,6 +129,14 @@ def register(sub, common) -> None:
                         "questions, misconception for your own, whose keys a ratio would give away)")
     assign.add_argument("--keys", action="store_true", help="also write keys.csv into the release: each student's "
                         "numbers and key per question, for you alone (never hand it out)")
+    assign.add_argument("--due", metavar="TIME", help="the due time, ISO 8601 with its time zone "
+                        "(2026-12-10T23:59+01:00); late hand-ins are marked and scored by the options below")
+    assign.add_argument("--grace", type=number("grace"), metavar="MINUTES", help="minutes after --due that still "
+                        "count as on time (default 0)")
+    assign.add_argument("--late-penalty", type=number("late-penalty"), metavar="PERCENT",
+                        help="percent of the score taken per day late, each day started counting whole (default 0)")
+    assign.add_argument("--late-until", type=int, metavar="DAYS", help="the last day late a hand-in is taken; after "
+                        "it, it scores 0 (0: no late hand-ins; default: taken however late)")
     assign.set_defaults(func=cmd_assign)
 
     grade = sub.add_parser("grade", help="run and grade submissions: gradebook, results and feedback pages",
@@ -144,6 +165,9 @@ def register(sub, common) -> None:
                        "Landlock and resource limits only, for a machine without bubblewrap (docs/instructors.md §6)")
     grade.add_argument("--feedback", choices=("none", "verdict", "misconception", "ratio"),
                        help="how much the feedback pages say (default: what `roofkit assign --feedback` chose)")
+    grade.add_argument("--times", metavar="FILE.csv", help="hand-in times for a release with --due: a CSV with an "
+                       "id column (id, student, username) and a time column (submitted, submitted_at, timestamp), "
+                       "e.g. the LMS's export; default: each file's modification time")
     grade.add_argument("--lms-column", metavar="TITLE", help="the grade column's title in the export (default: the "
                        "assignment's name; for Canvas, 'Title (id)' updates that assignment)")
     grade.set_defaults(func=cmd_grade)

@@ -35,6 +35,7 @@ from pathlib import Path
 from ..course import build, quiz
 from ..errors import InvalidValue
 from . import bank, cells, variants
+from . import deadline as deadlines
 from . import keys as answer_keys
 from . import bank as banks
 from .release import public, spec
@@ -304,6 +305,12 @@ def _check_manifest(manifest, path: Path) -> None:
     students = manifest.get("students")
     if students is not None and not (isinstance(students, list) and all(isinstance(x, str) for x in students)):
         raise bad("'students' must be a list of student ids")
+    if manifest.get("deadline") is not None:
+        try:
+            deadlines.Policy.from_manifest(manifest).describe()
+            deadlines.parse_time(manifest["deadline"]["due"], "due time")
+        except (TypeError, KeyError, InvalidValue) as error:
+            raise bad(f"'deadline' must be what --due and the late options record ({error})") from None
     if manifest.get("feedback") is not None and manifest["feedback"] not in ("none", "verdict", "misconception", "ratio"):
         raise bad("'feedback' must be none, verdict, misconception or ratio")
     for key, kind in (("people", dict), ("public", dict), ("bank", dict), ("secret_fingerprint", str)):
@@ -380,9 +387,10 @@ def read_release(folder: str | Path) -> Release:
 def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None = None, out: str | Path = "release",
          roster: str | Path | None = None, secret_file: str | Path | None = None,
          points: dict[str, float] | None = None, root: str | Path = ".", bank: str | Path | None = None,
-         feedback: str | None = None, keys: bool = False) -> dict:
+         feedback: str | None = None, keys: bool = False, deadline: "deadlines.Policy | None" = None) -> dict:
     """Write a release; return a summary (the CLI prints it).
 
+    ``deadline``: the due date and late policy (:mod:`roofkit.grading.deadline`), recorded in the manifest.
     ``keys``: also write ``keys.csv`` (:mod:`roofkit.grading.keys`), each student's key per question, for the
     instructor only.
 
@@ -407,6 +415,8 @@ def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None
     manifest["secret_fingerprint"] = variants.fingerprint(secret) if secret else None
     if feedback:
         manifest["feedback"] = feedback
+    if deadline is not None:
+        manifest["deadline"] = deadline.to_dict()
     if private:
         handed = [q["id"] for q in manifest["questions"] if q.get("private")]
         manifest["bank"] = {**private.manifest(), "questions": handed,
@@ -426,7 +436,8 @@ def main(lessons: list[str] = (), *, questions: list[str] = (), name: str | None
     counts = {q["id"]: len(manifest["public"][q["id"]]["combinations"]) for q in manifest["questions"]}
     return {"name": name, "out": str(out), "questions": manifest["questions"], "points_total": manifest["points_total"],
             "students": students or [], "notebooks": written, "variants": counts,
-            "secret_file": str(secret_file) if secret else None, "keys": keys_file}
+            "secret_file": str(secret_file) if secret else None, "keys": keys_file,
+            "deadline": deadline.describe() if deadline else None}
 
 
 def _write_keys(out: Path, manifest: dict, secret: bytes | None, private) -> str:

@@ -40,6 +40,7 @@ import json
 from pathlib import Path
 
 from ..errors import InvalidValue
+from . import deadline as deadlines
 from . import files, ids
 
 __all__ = ["FORMATS", "canvas", "moodle", "main", "CANVAS_COLUMNS", "MOODLE_COLUMNS"]
@@ -69,12 +70,22 @@ def canvas(rows: list[dict], *, column: str, points: float, people: dict | None 
 def moodle(rows: list[dict], *, column: str, people: dict | None = None) -> str:
     """A Moodle grade import CSV: user fields to map from, one grade column."""
     people = people or {}
-    table = [[*MOODLE_COLUMNS, column]]
+    late = any(isinstance(r, dict) and r.get("late") for r in rows)
+    table = [[*MOODLE_COLUMNS, column, *([f"{column} feedback"] if late else [])]]
     for row in _valid(rows):
         who = _who(people, row["student"])
         table.append([who.get("username", row["student"]), who.get("idnumber", ""), who.get("email", ""),
-                      _grade(row, "-")])
+                      _grade(row, "-"), *([_late_text(row)] if late else [])])
     return files.csv_text(table)
+
+
+def _late_text(row: dict) -> str:
+    """The lateness of a hand-in in words (Moodle maps this column to the grade's feedback), or nothing."""
+    late = row.get("late")
+    try:
+        return deadlines.Lateness(**late).describe() if isinstance(late, dict) else ""
+    except TypeError:
+        return ""
 
 
 def _valid(rows: list[dict]) -> list[dict]:

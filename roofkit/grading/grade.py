@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 import traceback
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -50,6 +51,7 @@ from ..errors import InvalidValue
 from . import cases as code_cases
 from . import boxes, cells, execute, files, ids, jail, report, results, score, variants
 from . import export as exports
+from . import deadline as deadlines
 from . import keys as answer_keys
 from . import shard as shards
 from . import release as _release  # noqa: F401 - loaded here, not half-way in a worker thread
@@ -198,8 +200,11 @@ class Context:
     """Everything that is the same for every student of one grading run."""
 
     def __init__(self, release=None, secret: bytes | None = None, limits: Limits = Limits(),
-                 bank: str | Path | None = None, feedback: str | None = None, plan=None):
+                 bank: str | Path | None = None, feedback: str | None = None, plan=None,
+                 times: dict | None = None):
         self.release, self.secret, self.limits = release, secret, limits
+        self.deadline = deadlines.Policy.from_manifest(release.manifest) if release else None
+        self.times = dict(times or {})  # student -> hand-in time (roofkit grade --times), else the file's time
         if feedback is not None and feedback not in LEVELS:
             raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")
         # how kernels are fenced: grade.main chooses (and refuses where there is no sandbox); anyone else building
@@ -225,7 +230,7 @@ class Context:
         setup = {"release": release.manifest if release else None, "limits": asdict(limits),
                  "secret": variants.fingerprint(secret) if secret else None, "grader": GRADER_VERSION,
                  "bank": private.manifest()["source_sha256"] if private else None, "sandbox": self.plan.kind,
-                 "feedback": self.levels}
+                 "feedback": self.levels, "times": sorted((k, v.isoformat()) for k, v in self.times.items())}
         self.fingerprint = hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def level(self, question_id: str) -> str:
@@ -393,7 +398,21 @@ def _new_result(context: Context, student: str, path, submission: files.Submissi
               "variant": context.numbers(student)}
     if context.roster is not None and student not in context.roster:
         result["flags"].append("not on the roster: graded with the lessons' own numbers")
+    if context.deadline is not None:
+        result["deadline"] = context.deadline.to_dict()
+        result["submitted_at"], result["time_source"] = _handed_in_at(context, student, path)
     return result
+
+
+def _handed_in_at(context: Context, student: str, path) -> tuple[str | None, str]:
+    """When ``student`` handed in (ISO 8601, UTC) and where that time comes from, in words."""
+    if student in context.times:
+        return context.times[student].astimezone(timezone.utc).isoformat(), "the --times file"
+    try:
+        stamp = os.stat(path).st_mtime
+    except (OSError, TypeError, ValueError):
+        return None, "no time found"
+    return datetime.fromtimestamp(stamp, timezone.utc).isoformat(), "the file's modification time"
 
 
 def _question_rows(context: Context, questions: list[dict]) -> list[dict]:
@@ -608,7 +627,7 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
          secret_file: str | Path | None = None, workers: int | None = None, limits: Limits = Limits(),
          regrade: bool = False, progress: bool = True, on_result=None, bank: str | Path | None = None,
          shard: tuple[int, int] | None = None, export: list[str] = (), column: str | None = None,
-         feedback: str | None = None) -> dict:
+         feedback: str | None = None, times: str | Path | None = None) -> dict:
     """Grade ``submissions`` into ``out``; return the summary :func:`roofkit.grading.report.main` builds.
 
     ``bank``: the private questions of the release (default: where the release says they were).
@@ -618,6 +637,8 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
     ``feedback``: how much the feedback pages say (:data:`roofkit.grading.score.LEVELS`; default: what the
     release chose, else ``ratio`` for the course's questions and ``misconception`` for private ones).
     ``limits.sandbox``: "auto" (bubblewrap, refused where it is missing) or "none" (the instructor's choice).
+    ``times``: a CSV of hand-in times (:func:`roofkit.grading.deadline.read_times`) for a release with a due date;
+    without it, each file's modification time is used.
     ``on_result(result)`` is called after each result file is written (the tests use it to stop a run).
     """
     out = Path(out)
@@ -627,7 +648,9 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
     # a class's notebooks run in a sandbox, or with the instructor's explicit --sandbox none; a learner's own
     # notebook (no release) runs only their own code, so it is never refused
     plan = jail.choose(limits.sandbox) if loaded or limits.sandbox != "auto" else _own_plan()
-    context = Context(loaded, secret, limits, bank, feedback, plan)
+    if times and not (loaded and loaded.manifest.get("deadline")):
+        raise InvalidValue("--times goes with a release that has a due date (roofkit assign --due).")
+    context = Context(loaded, secret, limits, bank, feedback, plan, deadlines.read_times(times) if times else None)
     skipped_files: list[str] = []
     found = collect(submissions, context.roster, loaded.name if loaded else None, skipped_files)
     roster = context.roster
@@ -643,7 +666,8 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
     job = _Job(context, out, regrade, threading.Event(), counts, threading.Lock())
     _run_jobs(job, found, workers, progress, on_result)
     summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None,
-                          signing_key=context.signing_key, sandbox=context.plan.describe())
+                          signing_key=context.signing_key, sandbox=context.plan.describe(),
+                          people=loaded.manifest.get("people") if loaded else None)
     summary.update(graded=counts["graded"], skipped=counts["skipped"], workers=workers,
                    skipped_files=skipped_files, cleaned=cleaned, sandbox_plan=context.plan.describe())
     if shard:

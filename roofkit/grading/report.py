@@ -31,6 +31,8 @@ import html
 import json
 from pathlib import Path
 
+from ..errors import InvalidValue
+from . import deadline as deadlines
 from . import files, ids, results, score
 
 __all__ = ["main", "feedback_page", "read_results"]
@@ -39,6 +41,30 @@ __all__ = ["main", "feedback_page", "read_results"]
 def read_results(out: Path, assignment: str | None, signing_key: bytes | None = None) -> dict[str, dict]:
     """student -> result, for the results of ``assignment`` that pass their signature check."""
     return results.read_all(Path(out), signing_key, assignment)[0]
+
+
+def with_lateness(result: dict) -> dict:
+    """The result with its release's late policy applied: ``late`` (when, from where, days, penalty) and the score
+    after the penalty (``score_on_time`` keeps the one before). Results of a release with no due date pass as
+    they are."""
+    policy = deadlines.Policy.from_manifest(result) if isinstance(result.get("deadline"), dict) else None
+    if policy is None or result.get("status") not in ("graded",):
+        return result
+    row = dict(result)
+    try:
+        submitted = deadlines.parse_time(str(result.get("submitted_at")))
+    except InvalidValue:
+        row["late"] = {"submitted_at": None, "source": result.get("time_source", "no time found"), "days_late": 0,
+                       "penalty_percent": 0.0, "accepted": True}
+        row["notes"] = [*row.get("notes", []), "no hand-in time was found: scored as on time"]
+        return row
+    lateness = policy.judge(submitted, str(result.get("time_source", "")))
+    row["late"] = lateness.to_dict()
+    row["score_on_time"] = row["score"]
+    row["score"] = round(row["score"] * (1 - lateness.penalty_percent / 100), 6)
+    if lateness.days_late:
+        row["notes"] = [*row.get("notes", []), lateness.describe()]
+    return row
 
 
 def _percent(score_: float, maximum: float) -> float:
@@ -50,25 +76,38 @@ def _sandbox(row: dict) -> str:
     return str(box.get("description") or box.get("kind") or "")
 
 
-def _gradebook(rows: list[dict], question_ids: list[str], lessons: list[str]) -> str:
+def _gradebook(rows: list[dict], question_ids: list[str], lessons: list[str], people: dict | None = None) -> str:
+    """One row per student: the roster's name, scores, the hand-in time and lateness (for a release with a due
+    date), flags, notes and the sandbox's kind (results.json describes it in full)."""
     lesson_columns = [f"lesson {lesson}" for lesson in lessons] if len(lessons) > 1 else []
-    table = [["student", "status", "score", "max_score", "percent", *question_ids, *lesson_columns, "flags", "notes",
-              "sandbox"]]
+    names = {s: str(p.get("name", "")) for s, p in (people or {}).items() if isinstance(p, dict)}
+    late_columns = ["submitted", "time source", "days late", "late penalty %"] if any("late" in r for r in rows) else []
+    table = [["student", *(["name"] if names else []), "status", "score", "max_score", "percent", *question_ids,
+              *lesson_columns, *late_columns, "flags", "notes", "sandbox"]]
     for row in rows:
         try:
             points = {q["id"]: q["points"] for q in row.get("questions", [])}
             by_lesson = row.get("lessons", {})
-            table.append([row["student"], row["status"], f"{row['score']:g}", f"{row['max_score']:g}",
-                          f"{_percent(row['score'], row['max_score']):g}",
+            late = row.get("late") or {}
+            table.append([row["student"], *([names.get(row["student"], "")] if names else []), row["status"],
+                          f"{row['score']:g}", f"{row['max_score']:g}", f"{_percent(row['score'], row['max_score']):g}",
                           *(f"{points[q]:g}" if q in points else "" for q in question_ids),
                           *(f"{by_lesson.get(lesson, {}).get('score', 0):g}" for lesson in lessons if lesson_columns),
+                          *([str(late.get("submitted_at") or ""), str(late.get("source") or ""),
+                             str(late.get("days_late", "")), f"{late['penalty_percent']:g}" if late else ""]
+                            if late_columns else []),
                           "; ".join(map(str, row.get("flags", [])))[:4000], "; ".join(map(str, row.get("notes", [])))[:2000],
-                          _sandbox(row)])
+                          _sandbox_kind(row)])
         except Exception as error:  # noqa: BLE001 - one odd result never costs the others their rows
-            table.append([row.get("student", "?"), "error", "", "", "", *([""] * len(question_ids)),
-                          *([""] * len(lesson_columns)), f"its row could not be written ({type(error).__name__})", "",
-                          ""])
+            table.append([row.get("student", "?"), *([""] if names else []), "error", "", "", "",
+                          *([""] * len(question_ids)), *([""] * len(lesson_columns)), *([""] * len(late_columns)),
+                          f"its row could not be written ({type(error).__name__})", "", ""])
     return files.csv_text(table)
+
+
+def _sandbox_kind(row: dict) -> str:
+    box = (row.get("execution") or {}).get("sandbox") or {}
+    return str(box.get("kind") or "")
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -118,6 +157,11 @@ def feedback_page(result: dict, level: str | None = None) -> str:
              f"({_percent(result['score'], result['max_score']):g}%)"
              + (f" · <span class='{e(result['status'])}'>{e(result['status'])}</span>"
                 if result["status"] != "graded" else "") + "</p>"]
+    late = result.get("late")
+    if isinstance(late, dict):
+        lines.append(f"<p>{e(deadlines.Lateness(**late).describe())}"
+                     + (f" · score before the penalty: {result['score_on_time']:g}" if late.get("days_late") and
+                        "score_on_time" in result else "") + "</p>")
     lessons = result.get("lessons") or {}
     if len(lessons) > 1:
         lines.append("<p>" + " · ".join(f"lesson {e(k)}: {v['score']:g} / {v['max_score']:g}"
@@ -151,7 +195,8 @@ def _error_page(student: str, assignment: str | None, why: str) -> str:
 
 
 def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | None = None,
-         questions: list[dict] | None = None, signing_key: bytes | None = None, sandbox: str | None = None) -> dict:
+         questions: list[dict] | None = None, signing_key: bytes | None = None, sandbox: str | None = None,
+         people: dict | None = None) -> dict:
     """Rebuild gradebook.csv, results.json and feedback/ from OUT/results; return a summary.
 
     ``signing_key``: results must carry its signature (:func:`roofkit.grading.results.key`); ``sandbox``: how
@@ -170,7 +215,7 @@ def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | 
     rows = []
     for student in students:
         if student in found:
-            rows.append(found[student])
+            rows.append(with_lateness(found[student]))
         elif student in problems:
             rows.append({"student": student, "status": "error", "score": 0.0, "max_score": maximum,
                          "questions": [], "flags": [problems[student]],
@@ -178,7 +223,7 @@ def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | 
         else:
             rows.append({"student": student, "status": "missing", "score": 0.0, "max_score": maximum,
                          "questions": [], "flags": [], "notes": ["no submission"]})
-    files.write_atomic(out / "gradebook.csv", _gradebook(rows, question_ids, lessons))
+    files.write_atomic(out / "gradebook.csv", _gradebook(rows, question_ids, lessons, people))
     sandboxes = sorted({_sandbox(r) for r in rows if _sandbox(r)} | ({sandbox} if sandbox else set()))
     files.write_atomic(out / "results.json", json.dumps(files.clean(
         {"assignment": assignment, "sandbox": sandboxes, "students": rows}), indent=1, default=str))
@@ -195,7 +240,7 @@ def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | 
         "out": str(out), "assignment": assignment, "gradebook": str(out / "gradebook.csv"),
         "results": str(out / "results.json"), "feedback": str(out / "feedback"), "sandbox": sandboxes,
         "problems": [f"{name}: {why}" for name, why in sorted(problems.items())],
-        "students": [{"student": r["student"], "status": r["status"], "score": r["score"],
+        "students": [{"student": r["student"], "status": r["status"], "score": r["score"], "late": r.get("late"),
                       "max_score": r["max_score"], "percent": _percent(r["score"], r["max_score"]),
                       "lessons": r.get("lessons", {}), "flags": r.get("flags", [])} for r in rows],
     }

@@ -175,7 +175,7 @@ def merge(folders: list[str | Path], *, out: str | Path, secret_file: str | Path
         files.write_atomic(out / RESULTS / f"{student}.json", text)
     roster = [s for s in first["roster"] or [] if ids.problem(s) is None] if first["roster"] is not None else None
     summary = report.main(out, assignment=first["assignment"], roster=roster,
-                          questions=first["questions"] or None, signing_key=signing_key)
+                          questions=first["questions"] or None, signing_key=signing_key, people=first["people"])
     files.write_atomic(out / "merged.json", json.dumps(files.clean(
         {"roofkit_merged": 1, "assignment": first["assignment"], "fingerprint": first["fingerprint"], "shards": n,
          "from": [str(f) for f in folders], "people": first["people"], "students": len(merged)}), indent=1) + "\n")
