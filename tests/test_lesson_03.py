@@ -207,3 +207,106 @@ def test_no_hint_gives_the_library_call_that_computes_the_key():
         for hint in question.hints:
             assert not any(call in hint for call in calls), (question.id, hint)
             assert "{" not in hint, (question.id, hint)  # hints are not templates: no unfilled names
+
+
+def _lesson() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent.parent / "lessons" / "03-the-roofline.md").read_text("utf-8")
+
+
+def test_the_add_exercise_shows_no_prediction_before_it_asks():
+    """Learner report 2026-12-03, l03.ex-add-percent: 'predicted: 3.846 ms' was printed right above and 4.1 ms was in
+    the prompt. The learner now predicts the time; the prediction and the band are printed after the check."""
+    text = _lesson()
+    before, after = text.split('ask("l03.ex-add-percent")', 1)
+    exercise = before[before.index("**Exercise 2**"):]
+    assert "3.84" not in exercise and "predicted" not in exercise and "time_s" not in exercise
+    assert "roofline.analyze(vector_add" in after and "plots_kernels.band(on_h100)" in after
+    assert "Predict its time from the roofline" in quiz.get("l03.ex-add-percent").text()
+    # the band the lesson prints after the check is the top one, and the prediction is the scaling book's
+    from roofkit.plots import kernels as plots_kernels
+
+    assert plots_kernels.band(key("l03.ex-add-percent")) == "essentially optimal"
+
+
+def test_the_add_beats_the_catalogs_achievable_h100_bandwidth():
+    """The lesson says so after exercise 2: achievable roofs are the best published measurements, not a wall."""
+    add = formulas.elementwise(2**30, 1, 2, 1, "fp32")
+    achieved = add.bytes / 4.1e-3
+    assert H100.memory_bandwidth(achievable=True) < achieved < H100.bandwidth
+
+
+def test_the_band_table_says_each_band_plainly_and_agrees_with_band():
+    """Learner report 2026-12-03: the table listed 'above 10%: weak', then said the rule of thumb names no band
+    between 10% and 30% and cited an internal function for it. Each row now gives its range and its band, the one
+    roofkit.plots.kernels.band returns inside that range."""
+    import re
+
+    from roofkit.plots import kernels as plots_kernels
+
+    text = _lesson()
+    assert "names no band" not in text and "roofkit calls it" not in text
+    rows = re.findall(r"^\| (over 90%|\d+% to \d+%|10% or less) \| ([a-z ]+) \|", text, re.M)
+    assert [band for _, band in rows] == [name for _, name in plots_kernels.BANDS]
+    for span, band in rows:
+        numbers = [int(n) for n in re.findall(r"\d+", span)]
+        inside = 95 if span.startswith("over") else 5 if span.endswith("less") else sum(numbers) / 2
+        assert plots_kernels.band(inside) == band, span
+        if "to" in span:  # the top of each range belongs to it, the bottom to the band below
+            assert plots_kernels.band(numbers[1]) == band and plots_kernels.band(numbers[0]) != band
+    assert "No paper or vendor defines a scale" in text
+
+
+def test_section_1_keeps_what_the_lesson_uses():
+    """Learner report 2026-12-03: warpgroups, TMA, warp specialization and producer/consumer warpgroups were used
+    nowhere later; the aside about the letter B confused. What is left: overlap, which section 2's max needs."""
+    text = _lesson()
+    for word in ("warpgroup", "TMA", "warp specialization", "producer", "keeps the letter"):
+        assert word not in text, word
+    assert "**overlap**" in text.split("## 2.")[0]
+
+
+def test_the_fp32_peak_says_why_it_counts_an_fma():
+    text = _lesson()
+    assert "fused multiply-add" in text.split("## 5.")[0]
+    assert "That peak counts an FMA as two FLOPs, and an add cannot use one" not in text
+
+
+def test_the_rule_of_thumb_feedback_names_its_bytes_per_element():
+    """Learner report 2026-12-03: the feedback wrote '(2 x batch x d + d^2) x b bytes', b undefined and B the
+    bandwidth in this lesson."""
+    feedback = quiz.judge(quiz.get("l03.ex-decode-batch-bound"), "compute").feedback
+    assert "bytes per element" in feedback and "x b bytes" not in feedback
+
+
+def test_the_gemm_label_sits_by_its_dot_clear_of_the_ridge_labels():
+    """Learner report 2026-12-03: the 'GEMM 4096³' label sat far from its dot. It now sits under the ridges' labels,
+    overlapping no other text, with a line to its dot."""
+    import re
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    text = _lesson()
+    dx, dy = map(float, re.search(r'label_offset=\((-?\d+), (-?\d+)\) if name == "GEMM 4096³"', text).groups())
+    kernels = {"GEMM 4096³": formulas.gemm(4096, 4096, 4096, "bf16"), "decode GEMV": formulas.gemv(4096, 4096, "bf16"),
+               "GELU": formulas.elementwise(2**24, formulas.GELU_FLOPS_PER_ELEMENT, 1, 1, "bf16"),
+               "FP32 add": formulas.elementwise(2**30, 1, 2, 1, "fp32")}
+    fig = roofline.plot("h100", ["bf16", "fp8"], kernels=[
+        roofline.Kernel(name, cost.intensity, label_offset=(dx, dy) if name == "GEMM 4096³" else None)
+        for name, cost in kernels.items()])
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    gemm = next(t for t in ax.texts if t.get_text() == "GEMM 4096³")
+    assert gemm.arrow_patch is not None  # a line to its dot
+    from matplotlib.text import Text
+
+    box = Text.get_window_extent(gemm, renderer)  # the text alone, without its line
+    dot = ax.transData.transform((kernels["GEMM 4096³"].intensity, H100.peak("bf16")))
+    # pixels at the figure's 100 dpi: the label starts just right of its dot, its top under 30 px below it (at
+    # (8, -30) points it was 32 px, with no line)
+    assert 0 < box.x0 - dot[0] < 15 and 0 < dot[1] - box.y1 < 30
+    for other in ax.texts:
+        if other is not gemm and other.get_text():
+            assert not box.overlaps(other.get_window_extent(renderer)), other.get_text()

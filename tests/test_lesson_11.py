@@ -310,12 +310,77 @@ def test_eager_extra_is_checked_against_torch_compile():
     assert verdict("l11.eager-extra", extra - layertime.default_calibration().floor_s * 1e6).misconception == "bytes-only"
 
 
+def _compiled_decode(batch):
+    return next(c for c in layers.shipped("compiled.json")["cases"] if c["seq"] == 1 and c["batch"] == batch)
+
+
 def test_the_held_out_layer_is_predicted_within_15_percent():
-    held_out = next(c for c in layers.shipped("compiled.json")["cases"] if c["batch"] == 64)
+    held_out = _compiled_decode(64)
     assert (held_out["model"], held_out["seq"], held_out["kv_seq"]) == ("llama-3-8b", 1, 4096)
     assert not any(c.model == "llama-3-8b" and c.batch == 64 for c in DATA.cases)  # not in the fit
-    predicted_us = key("l11.predict-held-out")
-    assert abs(predicted_us / (held_out["eager_s"] * 1e6) - 1) < 0.15
-    plain = verdict("l11.predict-held-out", layertime.predict("llama-3-8b", 64, 1, 4096, "h200").time_s * 1e6)
-    assert plain.misconception == "datasheet-sum"
-    assert verdict("l11.predict-held-out", f"{predicted_us:.3g} µs").correct
+    predicted = layertime.predict("llama-3-8b", 64, 1, 4096, "h200", calibrated=True).time_s
+    assert abs(predicted / held_out["eager_s"] - 1) < 0.15
+
+
+def test_predict_held_out_asks_the_whole_models_rate_not_the_call_above_it():
+    """Learner report 2026-12-03, l11.predict-held-out: the answer was the call printed just above it with
+    (64, 1, 4096). It now asks the whole model's tokens per second at batch 64: the layer's prediction, times the
+    layers, a token per sequence per step."""
+    layer = layertime.predict("llama-3-8b", 64, 1, 4096, "h200", calibrated=True).time_s
+    rate = key("l11.predict-held-out")
+    assert rate == pytest.approx(64 / (32 * layer), rel=1e-12) and LLAMA3.layers == 32
+    measured = 64 / (32 * _compiled_decode(64)["eager_s"])  # the card: about 4,840 tokens/s
+    assert abs(rate / measured - 1) < 0.1
+    assert verdict("l11.predict-held-out", f"{rate / 1e3:.3g}k tok/s").correct
+    assert verdict("l11.predict-held-out", f"{rate:.4g} tokens/s").correct
+    assert verdict("l11.predict-held-out", 1 / (32 * layer)).misconception == "one-sequence"
+    assert verdict("l11.predict-held-out", 64 / layer).misconception == "one-layer"
+    one = layertime.predict("llama-3-8b", 1, 1, 4096, "h200", calibrated=True).time_s
+    assert verdict("l11.predict-held-out", 64 / (32 * one)).misconception == "linear-in-batch"
+    datasheet = layertime.predict("llama-3-8b", 64, 1, 4096, "h200").time_s
+    assert verdict("l11.predict-held-out", 64 / (32 * datasheet)).misconception == "datasheet-sum"
+    fused = layertime.predict("llama-3-8b", 64, 1, 4096, "h200", calibrated=True).fused_s
+    assert verdict("l11.predict-held-out", f"{64 / (32 * fused):.4g}").misconception == "one-kernel-per-op"
+    achievable = sum(max(k.flops / roofkit.hw("h200").peak("bf16", achievable=True),
+                         k.bytes / roofkit.hw("h200").memory_bandwidth(achievable=True))
+                     for k in layertime.kernels("llama-3-8b", 64, 1, 4096))
+    assert verdict("l11.predict-held-out", 64 / (32 * achievable)).misconception == "no-floor"
+    # the old answer, the batch-64 layer's µs, is no longer right
+    assert verdict("l11.predict-held-out", f"{layer * 1e6:.4g}").correct is False
+    for batch in (16, 128):  # a variant moves the key
+        assert key("l11.predict-held-out", batch=batch) != pytest.approx(rate, rel=0.05)
+
+
+def _lesson() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent.parent / "lessons" / "11-capstone.md").read_text("utf-8")
+
+
+def _code_before(text: str, marker: str) -> str:
+    """The code the learner runs unchanged before ``marker``: the code cells, without their solution lines."""
+    head = text[:text.index(marker)]
+    cells = [cell.split("```", 1)[0] for cell in head.split("```{code-cell} ipython3")[1:]]
+    return "\n".join(line for cell in cells for line in cell.splitlines() if "# SOLUTION" not in line)
+
+
+def test_floor_share_and_eager_extra_come_after_what_they_need():
+    """Learner report 2026-12-03: both were asked before layertime.predict(..., calibrated=True) and its .kernels,
+    .floor_s and .fused_s appeared, and floor-share before 'eager PyTorch runs SiLU x up as two kernels'."""
+    text = _lesson()
+    for question in ("l11.floor-share", "l11.eager-extra"):
+        shown = _code_before(text, f'ask("{question}")')
+        assert "calibrated=True" in shown and ".kernels" in shown and ".floor_s" in shown, question
+        assert ".fused_s" in shown and ".ops" in shown, question
+        assert text.index("`F.silu(gate) * up` as two kernels") < text.index(f'ask("{question}")'), question
+    # the example the lesson shows is another layer than either question's
+    shown = _code_before(text, 'ask("l11.floor-share")')
+    assert "layertime.predict(llama, 1, 1, 16384" not in shown and "layertime.predict(llama, 1, 4096" not in shown
+
+
+def test_q_means_the_queries_only():
+    """Learner report 2026-12-03: Q was both bytes and the queries in lesson 11; the bytes are written out."""
+    text = _lesson()
+    for bytes_q in ("Q = b", "Q/B", "F/Q", "Q_k", r"\frac{Q"):
+        assert bytes_q not in text, bytes_q
+    assert r"\text{bytes} = b\,(T d + d w + T w)" in text and r"\text{bytes}/B" in text

@@ -48,3 +48,15 @@ def test_kernel_marks_are_empty_until_moved():
     ax = Figure().add_subplot()
     dot, label = roofline.kernel_marks(ax)
     assert list(dot.get_xdata()) == [] and label.get_text() == "" and label.get_gid() == "kernel-label"
+
+
+def test_a_label_placed_far_from_its_dot_gets_a_line_to_it():
+    """A predicted kernel's label more than 25 points from its dot is joined to it by a thin line (lesson 03's
+    'GEMM 4096³', placed under the ridges' labels); a label at the usual offset is not."""
+    fig = roofline.plot("h100", "bf16", kernels=[roofline.Kernel("far", 1365, label_offset=(6, -26)),
+                                                 roofline.Kernel("near", 1.0),
+                                                 roofline.Kernel("placed", 10.0, label_offset=(10, -22))])
+    labels = {t.get_text(): t for t in fig.axes[0].texts if t.get_gid() == "kernel-label"}
+    assert labels["far"].arrow_patch is not None
+    assert labels["near"].arrow_patch is None and labels["placed"].arrow_patch is None
+    assert labels["far"].get_zorder() < min(t.get_zorder() for t in fig.axes[0].texts if t.get_gid() != "kernel-label")

@@ -35,7 +35,8 @@ from . import style
 __all__ = ["BANDS", "band", "ProfileRow", "profile", "profile_table", "launch_overhead", "flash_tiles",
            "flash_intensity", "amdahl"]
 
-# The rule-of-thumb bands of % of roofline (lesson 03): (above this %, what it says).
+# The bands in which lesson 03 reads a kernel's % of roofline: (above this %, the band). A practitioners' rule of
+# thumb, not a published standard: over 90, 70-90, 50-70, 30-50, 10-30, and 10 or less.
 BANDS = ((90, "essentially optimal"), (70, "very strong"), (50, "common"), (30, "acceptable"), (10, "weak"),
          (0, "investigate"))
 
@@ -49,7 +50,8 @@ def _axes(ax, size):
 
 
 def band(percent) -> str:
-    """The band of a kernel's % of roofline: above 90 'essentially optimal', ... below 10 'investigate'."""
+    """The band of a kernel's % of roofline: over 90 'essentially optimal', over 70 up to 90 'very strong', then
+    'common', 'acceptable', 'weak' (over 10 up to 30), and 10 or less 'investigate'."""
     pct = float(percent)
     if not math.isfinite(pct) or pct < 0:
         raise InvalidValue(f"percent of roofline must be a finite number >= 0; got {percent!r}.")

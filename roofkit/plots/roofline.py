@@ -40,6 +40,9 @@ _KERNEL_AREA = 40
 _LABEL_BOX = dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8)
 _PREDICTED = "predicted (on the roof)"
 _LABEL_OFFSET = (-6, 8)  # points from the dot: up and to the left
+# a predicted kernel's label placed farther than this from its dot (points; about two lines of label text) gets a
+# thin line to it, so that it still reads as the dot's
+_LEADER_BEYOND = 25
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,8 @@ class Kernel:
     label: str
     intensity: float
     achieved_flops_per_s: float | None = None
-    # where the label goes, in points from the dot (x, y); None: up and to the left
+    # where the label goes, in points from the dot (x, y) to the start of the label's baseline; None: up and to
+    # the left. A label more than 25 points away gets a thin line to its dot.
     label_offset: tuple[float, float] | None = None
 
     def __post_init__(self):
@@ -321,8 +325,12 @@ def _draw_kernels(ax, predicted, seen, P, B) -> dict:
         ax.scatter([k.intensity], [y], s=_KERNEL_AREA, marker=shapes[k.label], color=INK["mark"], zorder=5,
                    gid="kernel", label=_PREDICTED if n == 0 else None)
         dx, dy = k.label_offset or _LABEL_OFFSET
+        # a far label: a line to its dot, drawn under the ridges' labels (text, zorder 3) that it may cross
+        far = math.hypot(dx, dy) > _LEADER_BEYOND
         ax.annotate(k.label, xy=(k.intensity, y), xytext=(dx, dy), textcoords="offset points",
-                    ha="right" if dx <= 0 else "left", fontsize=SIZE["text"], bbox=box, gid="kernel-label")
+                    ha="right" if dx <= 0 else "left", fontsize=SIZE["text"], bbox=box, gid="kernel-label",
+                    **(dict(arrowprops=dict(arrowstyle="-", color=INK["faint"], lw=0.8, shrinkA=0, shrinkB=4),
+                            zorder=2.9) if far else {}))
     for n, k in enumerate(seen):
         ax.plot([k.intensity, k.intensity], [k.achieved_flops_per_s, attainable(k.intensity, P, B)],
                 color=INK["mark"], lw=0.8, gid="measured-gap")

@@ -42,10 +42,11 @@ def _bound(hw, dtype, d, batch):
     return _placed(formulas.gemm(batch, d, d, dtype), hw, dtype).bound
 
 
-_RULE_OF_THUMB = ("Count it instead of estimating it: 2 x batch x d^2 FLOPs over (2 x batch x d + d^2) x b bytes "
-                  "(X and Y as well as W), and compare that ratio with this chip's ridge in this format. 'Intensity "
-                  "is about the batch' is the limit for a batch much smaller than d, and only at 2 bytes per "
-                  "element; this close to the ridge it can put the kernel on the wrong side.")
+_RULE_OF_THUMB = ("Count it instead of estimating it: 2 x batch x d^2 FLOPs over (2 x batch x d + d^2) elements "
+                  "(X and Y as well as W) times the bytes per element (2 in BF16), and compare that ratio with this "
+                  "chip's ridge in this format. 'Intensity is about the batch' is the limit for a batch much smaller "
+                  "than d, and only at 2 bytes per element; this close to the ridge it can put the kernel on the "
+                  "wrong side.")
 
 
 def _move(batch, d, dtype):
@@ -231,8 +232,9 @@ register(
         id="l03.ex-add-percent",
         lesson="03",
         kind="numeric",
-        prompt="Predict, then measure (scaling-book): c = a + b over 2^{log2n} FP32 elements on an {hw} ran in "
-               "{measured_ms} ms. What percent of its roofline did it reach?",
+        prompt="Predict, then measure (the scaling book's GPU chapter): c = a + b over 2^{log2n} FP32 elements on an "
+               "{hw} ran in {measured_ms} ms. Predict its time from the roofline, then: what percent of its roofline "
+               "did the run reach?",
         params={**_H100, "log2n": 30, "measured_ms": 4.1},
         variants={"measured_ms": (4.0, 4.1, 4.3, 4.5, 4.8, 5.2)},
         key=_add_percent,

@@ -150,6 +150,14 @@ def _h200(model, batch, context, hw="h200", calibrated=True, fused=False):
     return 1e6 * (t.fused_s if fused else t.time_s)
 
 
+def _model_decode_rate(model, batch, context, hw="h200", calibrated=True, fused=False, layers=None):
+    """Tokens per second of a whole model's decode step (every layer, no embedding or output layer) at ``batch``:
+    one token per sequence per step, the step ``layers`` x one layer's prediction (the calibrated one, or the
+    datasheet roofline sum, or one kernel per op)."""
+    layers = models.get(model).layers if layers is None else layers
+    return batch / (layers * 1e-6 * _h200(model, batch, context, hw, calibrated, fused))
+
+
 def _achievable_sum(model, batch, seq, kv_seq, hw, peak=True, bandwidth=True):
     """The ideal kernels' roofline sum with the achievable peak and/or bandwidth (else the datasheet's)."""
     acc = hardware.get(hw)
@@ -614,29 +622,48 @@ register(
         id="l11.predict-held-out",
         lesson="11",
         kind="numeric",
-        prompt=("Predict with the calibrated model (eager kernels, achievable roofs, a floor t0 per kernel) one "
-                "{model} decode layer on the {hw}: batch {batch}, {context} tokens cached, BF16. Answer in µs."),
+        prompt=("Predict with the calibrated model (eager kernels, achievable roofs, a floor t0 per kernel) a {model} "
+                "decode layer on the {hw} at batch {batch}, {context} tokens cached, BF16. Each decode step runs every "
+                "layer of the model and makes one token per sequence. How many tokens per second does the whole "
+                "model produce at this batch (leave out the embedding and output layers)?"),
         params={"model": _MODEL, "batch": 64, "context": 4096, "hw": "h200"},
-        variants={"batch": (1, 16, 128), "context": (2048, 8192)},
-        key=lambda **p: _h200(**p),
-        unit="µs",
+        variants={"batch": (16, 64, 128), "context": (2048, 8192)},
+        key=lambda **p: _model_decode_rate(**p),
+        unit="1/s",
         rtol=0.01,
         figures=3,
-        hints=("Each eager kernel: t0 + max(FLOPs / achievable peak, bytes / achievable bandwidth); add them up.",
-               "Decode at this batch: which kernels are memory-bound? How many kernels does eager PyTorch run?"),
+        hints=("One decode step: every layer once, one token for each sequence of the batch.",
+               "The step's time is the number of layers times one layer's calibrated prediction.",
+               "Tokens per second = tokens per step / the step's time."),
         misconceptions=(
+            Misconception("one-sequence",
+                          "That is one sequence's rate, 1 / (the step's time): each step makes a token for every "
+                          "sequence of the batch. Multiply by the batch.",
+                          answer=lambda **p: _model_decode_rate(**p) / p["batch"]),
+            Misconception("one-layer",
+                          "That counts one layer. A decode step runs every layer of the model: multiply the layer's "
+                          "time by the number of layers.",
+                          answer=lambda **p: _model_decode_rate(**p, layers=1)),
+            Misconception("linear-in-batch",
+                          "That is batch 1's rate times the batch, as if the step took as long at this batch as at "
+                          "batch 1. The weights are read once per step, but attention reads every sequence's own KV "
+                          "cache: predict the step at this batch.",
+                          answer=_apart(lambda batch, **p: batch * _model_decode_rate(batch=1, **p),
+                                        _model_decode_rate, 0.01)),
             Misconception("datasheet-sum",
                           "That is the datasheet roofline sum. The calibrated model uses the achievable roofs and "
-                          "adds a floor per kernel.",
-                          answer=lambda **p: _h200(**p, calibrated=False)),
+                          "adds a floor t0 per kernel.",
+                          answer=_apart(lambda **p: _model_decode_rate(**p, calibrated=False), _model_decode_rate,
+                                        0.01)),
             Misconception("no-floor",
                           "That is the roofline sum at the achievable roofs: add the floor t0 of every kernel.",
-                          answer=lambda model, batch, context, hw:
-                              1e6 * _achievable_sum(model, batch, 1, context, hw)),
+                          answer=_apart(lambda model, batch, context, hw: batch / (
+                              models.get(model).layers * _achievable_sum(model, batch, 1, context, hw)),
+                              _model_decode_rate, 0.01)),
             Misconception("one-kernel-per-op",
                           "That is one kernel per op. Eager PyTorch runs SiLU(gate) * up as two kernels, and its "
-                          "RMSNorm writes a statistic too.",
-                          answer=_apart(lambda **p: _h200(**p, fused=True), _h200, 0.01)),
+                          "RMSNorm writes a statistic too: use the calibrated eager prediction.",
+                          answer=_apart(lambda **p: _model_decode_rate(**p, fused=True), _model_decode_rate, 0.01)),
         ),
     ),
     # --- end-of-lesson exercises -----------------------------------------------------------
