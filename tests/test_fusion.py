@@ -118,6 +118,57 @@ def test_the_max_model_against_an_h200_host():
     assert additive / launch["gpu_stream_per_kernel_s"] > 1.1
 
 
+def test_the_critical_path_counted_by_hand():
+    """F09-1: kernel i is issued at i c and runs in order; the stream ends at max_i (i c + sum_{j >= i} g_j)."""
+    # three kernels of 5, 1 and 10 µs, launches of 4 µs: issued at 4, 8, 12; run 4-9, 9-10, 12-22
+    r = fusion.stream_critical_path([5e-6, 1e-6, 10e-6], 4e-6)
+    assert r["time_s"] == pytest.approx(22e-6)
+    assert (r["cpu_s"], r["gpu_s"]) == (pytest.approx(12e-6), pytest.approx(16e-6))
+    assert r["max_s"] == pytest.approx(16e-6) and r["sum_s"] == pytest.approx(28e-6)
+    assert r["launches_on_path"] == 3 and r["gpu_on_path_s"] == pytest.approx(10e-6)
+    assert r["gpu_idle_s"] == pytest.approx(6e-6)  # 0-4 waiting for the first launch, 10-12 for the third
+    # the floor is added to every kernel
+    floored = fusion.stream_critical_path([5e-6, 1e-6, 10e-6], 4e-6, kernel_floor_s=1e-6)
+    assert floored["gpu_s"] == pytest.approx(19e-6) and floored["time_s"] == pytest.approx(12e-6 + 11e-6)
+
+
+def test_the_order_of_the_kernels_matters():
+    tiny, long, c = 1e-6, 500e-6, 8.3e-6
+    late = fusion.stream_critical_path([tiny] * 100 + [long], c)
+    early = fusion.stream_critical_path([long] + [tiny] * 100, c)
+    assert late["time_s"] == pytest.approx(101 * c + long)  # the launches, then the long kernel
+    assert early["time_s"] == pytest.approx(101 * c + tiny)  # the tiny ones issued while the long one runs
+    assert late["max_s"] == pytest.approx(early["max_s"]) and late["sum_s"] == pytest.approx(early["sum_s"])
+    # a GPU-bound stream: one launch, then the GPU's work back to back
+    gpu_bound = fusion.stream_critical_path([50e-6] * 20, 3e-6)
+    assert gpu_bound["time_s"] == pytest.approx(3e-6 + 20 * 50e-6) and gpu_bound["launches_on_path"] == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(times=st.lists(st.floats(0, 1e-3), min_size=1, max_size=60), c=st.floats(0, 1e-4), t0=st.floats(0, 1e-5))
+def test_the_critical_path_lies_between_the_max_and_the_sum(times, c, t0):
+    r = fusion.stream_critical_path(times, c, t0)
+    model = fusion.stream_time(len(times), sum(times), c, t0)
+    assert r["max_s"] == pytest.approx(model["time_s"], rel=1e-9, abs=1e-15)
+    assert r["max_s"] * (1 - 1e-12) <= r["time_s"] <= r["sum_s"] * (1 + 1e-12) + 1e-18
+    # an event simulation of the same stream: issue, wait for the previous kernel, run
+    end = 0.0
+    for i, t in enumerate(times, start=1):
+        end = max(i * c, end) + t0 + t
+    assert r["time_s"] == pytest.approx(end, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("args, message", [(([],), r"^kernel_s must be a non-empty list"),
+                                            (([1e-6, -1e-6],), r"^kernel_s must be"),
+                                            ((1e-6,), r"^kernel_s must be"),
+                                            ((["fast"],), r"^kernel_s must be"),
+                                            (([1e-6], -1), r"^launch_overhead_s must be"),
+                                            (([1e-6], 1e-6, "t0"), r"^kernel_floor_s must be")])
+def test_stream_critical_path_bad_input(args, message):
+    with pytest.raises(InvalidValue, match=message):
+        fusion.stream_critical_path(*args)
+
+
 @pytest.mark.parametrize("args, message", [((0, 1e-6), r"^kernels must be a whole number of at least 1"),
                                             ((2.5, 1e-6), r"^kernels must be a whole number"),
                                             ((3, -1e-6), r"^roofline_s must be"),
@@ -346,7 +397,7 @@ def test_online_softmax_bad_input(args, message):
 
 @settings(max_examples=300, deadline=None)
 @given(which=st.sampled_from(["chain", "mlp_block", "amdahl", "amdahl_time_saved", "time", "stream_time",
-                              "online_softmax"]),
+                              "stream_critical_path", "online_softmax"]),
        data=st.data())
 def test_random_inputs_raise_only_roofkit_errors(which, data):
     try:
@@ -360,6 +411,8 @@ def test_random_inputs_raise_only_roofkit_errors(which, data):
             fusion.chain(["gelu"], 1024).time(*data.draw(st.tuples(anything, anything, anything, anything)))
         elif which == "stream_time":
             fusion.stream_time(*data.draw(st.tuples(anything, anything, anything, anything)))
+        elif which == "stream_critical_path":
+            fusion.stream_critical_path(*data.draw(st.tuples(anything, anything, anything)))
         else:
             getattr(fusion, which)(*data.draw(st.tuples(anything, anything)))
     except RoofkitError:

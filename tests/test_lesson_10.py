@@ -90,3 +90,34 @@ def test_profiling_at_the_wrong_batch():
     # seed 003 says decode turns compute-bound around batch 64; on the H100 in BF16 it is in the hundreds
     assert roofline.analyze(formulas.gemm(64, 4096, 4096, "bf16"), "h100", "bf16").bound == "memory"
     assert 256 < roofline.decode_batch_to_compute_bound(4096, "h100", "bf16") < 512
+
+
+def test_the_bands_against_the_achievable_roofs():
+    """F10-3: the bands are read against datasheet roofs, which no kernel reaches. The catalog's achievable H100
+    figures (a BabelStream copy at 87% of the bandwidth, the best BF16 matmul at 80% of the peak) cap every reading:
+    no memory-bound kernel can enter the top band, and the 80% QKV GEMM is at the best matmul measured. The lesson
+    shows both percentages."""
+    import json
+    from pathlib import Path
+
+    from roofkit.catalogs import hardware
+    from roofkit.plots import kernels
+
+    h100 = hardware.get("h100")
+    peak_a, bandwidth_a = h100.peak("bf16", achievable=True), h100.memory_bandwidth(achievable=True)
+    assert bandwidth_a / h100.bandwidth == pytest.approx(0.87, abs=0.005) and bandwidth_a / h100.bandwidth < 0.9
+    assert peak_a / h100.peak("bf16") == pytest.approx(0.80, abs=0.005)
+    layer = formulas.transformer_layer_ops(1, 4096, 4096, 32, 11008, "bf16", gated=True, fused_attention=False)
+    rows = {r.name: r for r in kernels.profile(layer, {"qkv": 520, "attn.softmax": 820}, "h100", "bf16")}
+    qkv = roofline.percent_of_roofline(rows["qkv"].achieved_flops_per_s, rows["qkv"].intensity, peak_a, bandwidth_a)
+    assert rows["qkv"].band == "very strong" and qkv == pytest.approx(100, abs=1)
+    softmax = rows["attn.softmax"]
+    # a memory-bound kernel as fast as the measured copy is at 87% of its datasheet roof: never above 90
+    copy_speed = roofline.percent_of_roofline(bandwidth_a * softmax.intensity, softmax.intensity, h100.peak("bf16"),
+                                              h100.bandwidth)
+    assert copy_speed < 90 and kernels.band(copy_speed) != "essentially optimal"
+    path = next((Path(__file__).resolve().parent.parent / "solutions").glob("10-*.ipynb"))
+    outputs = "\n".join("".join("".join(o.get("text", "")) for o in c.get("outputs", []))
+                        for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code")
+    assert "achievable bandwidth:   87% of the datasheet's" in outputs
+    assert "qkv                            80%                  100%  essentially optimal" in outputs

@@ -10,14 +10,18 @@ factor, and k - 1 kernels disappear.
 Each kernel also costs something fixed: the CPU issues its launch (Python, the
 framework, the driver: c each), and the GPU pays a per-kernel floor t0 beyond
 its roofline time. Launches are asynchronous, so the two overlap: the CPU queues
-the next kernels while the GPU works, and a stream of k kernels takes::
+the next kernels while the GPU works. Kernel i (i = 1 ... k) is issued at i c and
+runs, in stream order, for g_i = t0 + max(F_i / P, B_i / BW), so the stream ends
+at the end of its critical path::
 
-    T = max(k c, sum_i (t0 + max(F_i / P, B_i / BW)))
+    T = max_i (i c + sum_{j >= i} g_j)          (:func:`stream_critical_path`)
 
-The CPU's cost shows only where kernels are shorter than their launches
-(Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022: PyTorch
-runs about 280 thousand tiny ops per second, and the overhead is hidden as long as
-it can "run ahead" of the GPU). :func:`stream_time` computes it.
+T lies between max(k c, sum_i g_i) and k c + sum_i g_i. For a long stream of
+short and long kernels mixed, it is close to the max (:func:`stream_time`): the
+overhead is hidden as long as the CPU can "run ahead" of the GPU (Horace He,
+"Making Deep Learning Go Brrrr From First Principles", 2022). Launches issued
+before the CPU has built a lead are exposed: tiny kernels followed by a long one
+take the CPU's time plus the long kernel, not the larger of the two.
 
 FlashAttention fuses a whole attention into one kernel. Its softmax cannot see a
 row of scores at once, so it runs online, block by block, keeping a running
@@ -36,6 +40,8 @@ p the fraction of runtime in the part, s the part's speed-up, S the whole's.
     0.05
     >>> stream_time(17, 100e-6, launch_overhead_s=10e-6)["bound"]  # 170 µs of launches, 100 µs of work
     'cpu'
+    >>> round(stream_critical_path([1e-6] * 100 + [500e-6], 8e-6)["time_s"] * 1e6)  # 101 launches, then 500 µs
+    1308
 """
 
 from __future__ import annotations
@@ -56,22 +62,23 @@ from ..units import nonnegative, positive, size, whole
 from .roofline import time_bounds
 
 __all__ = [
-    "DEFAULT_LAUNCH_OVERHEAD_S", "stream_time", "Op", "OPS", "ChainCost", "chain", "mlp_block",
+    "DEFAULT_LAUNCH_OVERHEAD_S", "stream_time", "stream_critical_path", "Op", "OPS", "ChainCost", "chain", "mlp_block",
     "DECODER_LAYER_KERNELS", "FUSED_DECODER_LAYER_KERNELS", "fusion_groups",
     "OnlineSoftmax", "online_softmax", "amdahl", "amdahl_time_saved",
 ]
 
-# The CPU's cost of one kernel launch from eager PyTorch: Horace He ("Making Deep Learning Go Brrrr From
-# First Principles", 2022, section "Overhead") measures PyTorch at about 280 thousand operations per
-# second on tiny tensors, about 3.6 µs each. A rule of thumb, not a datasheet figure: it varies with the
-# host, the framework and the code between the ops (the H200 host of roofkit's measured layers took
-# 8.3 µs per launch). Measure your own with the profiler.
+# The CPU's cost of one op from eager PyTorch: Horace He ("Making Deep Learning Go Brrrr From First
+# Principles", 2022, section "Overhead") measures PyTorch at about 280 thousand operations per second on
+# tiny tensors, about 3.6 µs each. That is PyTorch's dispatch overhead (his device is not stated; he
+# compares it with plain Python), not a CUDA launch, which adds the driver's launch call: a low rule of
+# thumb, not a datasheet figure. It varies with the host, the framework and the code between the ops (the
+# H200 host of roofkit's measured layers took 8.3 µs per CUDA launch). Measure your own with the profiler.
 _PYTORCH_TINY_OPS_PER_S = 280e3
 DEFAULT_LAUNCH_OVERHEAD_S = 1 / _PYTORCH_TINY_OPS_PER_S
 
 
 def stream_time(kernels, roofline_s, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S, kernel_floor_s=0.0) -> dict:
-    """Time of a stream of kernels launched one after another: max(CPU issue time, GPU time).
+    """Time of a long stream of kernels launched one after another: max(CPU issue time, GPU time).
 
     A launch is asynchronous: the CPU spends ``launch_overhead_s`` (c) issuing a
     kernel, then issues the next while the GPU runs the first. Once the stream
@@ -82,6 +89,11 @@ def stream_time(kernels, roofline_s, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S
                                         t0 = the GPU's per-kernel floor
         time_s = max(cpu_s, gpu_s)      bound: 'cpu' or 'gpu', whichever is larger
 
+    This is the long-stream approximation, a lower bound: the exact time is the
+    critical path of :func:`stream_critical_path`, which needs each kernel's own
+    time and lies between this max and the sum cpu_s + gpu_s. For a long stream
+    of short and long kernels mixed (a decode step, layer after layer) the two
+    agree closely; a run of tiny kernels followed by a long one does not.
     The launch cost shows only where the kernels are shorter than their launches
     (tiny kernels, a slow host); behind long kernels it is hidden. With
     ``kernel_floor_s=0`` (the default) each kernel runs at its roofline: a bound.
@@ -94,6 +106,57 @@ def stream_time(kernels, roofline_s, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S
     t0 = nonnegative(kernel_floor_s, "kernel_floor_s")
     cpu, gpu = k * c, k * t0 + R
     return {"cpu_s": cpu, "gpu_s": gpu, "time_s": max(cpu, gpu), "bound": "cpu" if cpu > gpu else "gpu",
+            "kernels": k, "launch_overhead_s": c, "kernel_floor_s": t0}
+
+
+def stream_critical_path(kernel_s, launch_overhead_s=DEFAULT_LAUNCH_OVERHEAD_S, kernel_floor_s=0.0) -> dict:
+    """Exact time of a stream: the CPU issues the kernels one by one, the GPU runs them in order.
+
+    ``kernel_s`` is each kernel's time on the GPU (its roofline time), in launch
+    order; the GPU adds ``kernel_floor_s`` (t0) to each, so kernel i runs for
+    g_i = t0 + kernel_s[i]. The CPU spends ``launch_overhead_s`` (c) on each
+    launch, so kernel i (counting from 1) is issued at i c, starts at the later
+    of that and the end of kernel i - 1, and the stream ends at::
+
+        time_s = max_i (i c + sum_{j >= i} g_j)
+
+    the critical path: the launches up to some kernel, then the GPU's work from
+    that kernel on, back to back. It lies between ``max_s`` = max(k c, sum g)
+    (:func:`stream_time`, the long-stream approximation) and ``sum_s`` =
+    k c + sum g (a CPU that waits for each kernel). The stream starts with an
+    empty queue: a host synchronization (``.item()``, printing a tensor, a
+    data-dependent shape) empties it, and the next stream starts again.
+
+    Returns time_s, cpu_s (k c), gpu_s (sum g), max_s, sum_s, gpu_idle_s
+    (time_s - gpu_s: the GPU waiting for launches), launches_on_path (the i of the
+    maximum: the launches the path waits for) and gpu_on_path_s (the GPU's work
+    after them), with kernels, launch_overhead_s and kernel_floor_s.
+
+        >>> r = stream_critical_path([1e-6] * 100 + [500e-6], 8e-6)    # tiny kernels, then a long one
+        >>> round(r["time_s"] * 1e6), round(r["max_s"] * 1e6), round(r["sum_s"] * 1e6), r["launches_on_path"]
+        (1308, 808, 1408, 101)
+        >>> round(stream_critical_path([500e-6] + [1e-6] * 100, 8e-6)["time_s"] * 1e6)  # the long one first
+        809
+    """
+    try:
+        times = np.asarray(kernel_s, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        times = None
+    if times is None or times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)) or np.any(times < 0):
+        raise InvalidValue(f"kernel_s must be a non-empty list of each kernel's time in seconds (finite, at least "
+                           f"0), in launch order; got {kernel_s!r}.")
+    c = float(nonnegative(launch_overhead_s, "launch_overhead_s"))
+    t0 = float(nonnegative(kernel_floor_s, "kernel_floor_s"))
+    g = times + t0
+    k = g.size
+    issued = c * np.arange(1, k + 1)  # kernel i is issued at i c
+    after = np.cumsum(g[::-1])[::-1]  # the GPU's work from kernel i to the end
+    paths = issued + after
+    i = int(np.argmax(paths))
+    cpu, gpu = k * c, float(g.sum())
+    time = float(paths[i])
+    return {"time_s": time, "cpu_s": cpu, "gpu_s": gpu, "max_s": max(cpu, gpu), "sum_s": cpu + gpu,
+            "gpu_idle_s": time - gpu, "launches_on_path": i + 1, "gpu_on_path_s": float(after[i]),
             "kernels": k, "launch_overhead_s": c, "kernel_floor_s": t0}
 
 
@@ -128,8 +191,10 @@ OPS: dict[str, Op] = {op.name: op for op in [
     Op("relu", 1),                        # max(x, 0)
     Op("residual_add", 1, reads=2),       # x + residual
     Op("scale", 1),                       # x * c
-    Op("dropout", 2),                     # compare a random number, multiply by 0 or 1/(1-p);
-                                          # mask regenerated from the RNG seed, not stored
+    Op("dropout", 2),                     # compare a random number, multiply by 0 or 1/(1-p); the mask is
+                                          # not counted: a fused kernel regenerates it from the RNG seed
+                                          # (PyTorch's unfused native_dropout writes a 1-byte mask for the
+                                          # backward pass; at inference dropout runs no kernel at all)
     Op("mul", 1, reads=2),                # x * y, e.g. SwiGLU's gate * up
     Op("rmsnorm", RMSNORM_FLOPS_PER_ELEMENT),  # x * rsqrt(mean(x^2) + eps) * g (g: d elements)
 ]}
@@ -316,8 +381,9 @@ def mlp_block(tokens, d_model, d_ff, bytes_per_element=2, gated=False) -> dict:
 
 # --- a decoder layer, kernel by kernel (lesson 09) ------------------------------------
 
-# An unfused pre-norm decoder layer (Llama style: RMSNorm, rotary, SwiGLU), one kernel per op,
-# as eager PyTorch launches them.
+# An unfused pre-norm decoder layer (Llama style: RMSNorm, rotary, SwiGLU), one kernel per op. Eager model
+# code written op by op launches more: Hugging Face's LlamaRMSNorm alone is 8 elementwise kernels, its rotary
+# embedding of q and k 10 (transformers, models/llama/modeling_llama.py).
 DECODER_LAYER_KERNELS: tuple[str, ...] = (
     "rmsnorm_attn", "q_proj", "k_proj", "v_proj", "rotary",
     "attention_scores", "mask_softmax", "attention_values", "out_proj", "residual_add_attn",

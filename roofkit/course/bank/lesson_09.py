@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import formulas
+from ...catalogs import hardware
 from ...perf import fusion, layertime, roofline
 from ..quiz import Misconception, Question, register
 
@@ -43,18 +44,30 @@ def _tiled(rows, head_dim, seq, dtype):
 _DECODE_SHAPE = {"d_model": 4096, "n_heads": 32, "d_ff": 11008}
 
 
-def _decode_stream(kernels, kv_seq, cpu_us, hw, floor=True):
+def _decode_roofline_s(kv_seq, hw, achievable=True):
+    """One decode layer's roofline time (batch 1, BF16): its ops' max(math, memory) times summed, on ``hw``.
+
+    ``achievable=True``: at the catalog's achievable roofs (the best matmul rate and the copy bandwidth
+    measured), the roofs lesson 11's floor t0 was fitted with; ``False``: at the datasheet's.
+    """
+    ops = formulas.transformer_layer_ops(1, 1, _DECODE_SHAPE["d_model"], _DECODE_SHAPE["n_heads"],
+                                         _DECODE_SHAPE["d_ff"], "bf16", gated=True, kv_seq=kv_seq)
+    acc = hardware.get(hw)
+    peak, bandwidth = acc.peak("bf16", achievable=achievable), acc.memory_bandwidth(achievable=achievable)
+    return sum(roofline.time_bounds(cost.flops, cost.bytes, peak, bandwidth)[0] for cost in ops.values())
+
+
+def _decode_stream(kernels, kv_seq, cpu_us, hw, floor=True, achievable=True):
     """fusion.stream_time of one decode layer (batch 1, BF16) run as ``kernels`` kernels, on ``hw``.
 
     The layer's roofline time is that of its ops (transformer_layer_ops): at one token fusion
     leaves its bytes practically unchanged, so eager and fused layers share it. The GPU's
-    per-kernel floor is lesson 11's (layertime.default_calibration); ``floor=False`` drops it.
+    per-kernel floor is lesson 11's (layertime.default_calibration), fitted with achievable roofs,
+    so the roofs are the achievable ones too; ``floor=False`` drops it, ``achievable=False`` takes
+    the datasheet's roofs.
     """
-    ops = formulas.transformer_layer_ops(1, 1, _DECODE_SHAPE["d_model"], _DECODE_SHAPE["n_heads"],
-                                         _DECODE_SHAPE["d_ff"], "bf16", gated=True, kv_seq=kv_seq)
-    roofline_s = sum(roofline.analyze(cost, hw, "bf16").time_s for cost in ops.values())
     t0 = layertime.default_calibration().floor_s if floor else 0.0
-    return fusion.stream_time(kernels, roofline_s, cpu_us * _US, t0)
+    return fusion.stream_time(kernels, _decode_roofline_s(kv_seq, hw, achievable), cpu_us * _US, t0)
 
 
 _EAGER, _FUSED = len(fusion.DECODER_LAYER_KERNELS), len(fusion.FUSED_DECODER_LAYER_KERNELS)
@@ -83,9 +96,30 @@ def _floors_only(layers, kv_seq, cpu_us, hw):
     return None if _bounds(kv_seq, cpu_us, hw) == ("gpu", "gpu") else value
 
 
+def _datasheet_roofs(layers, kv_seq, cpu_us, hw):
+    """The saving with the floor added to datasheet roofline times: the roofs the floor was not fitted with.
+
+    None where the roofs do not matter (both layers GPU-bound, the saving is the floors alone): there it is the key.
+    """
+    value = layers * (_decode_stream(_EAGER, kv_seq, cpu_us, hw, achievable=False)["time_s"]
+                      - _decode_stream(_FUSED, kv_seq, cpu_us, hw, achievable=False)["time_s"])
+    return None if math.isclose(value, _fusion_saves(layers, kv_seq, cpu_us, hw), rel_tol=0.02) else value
+
+
 def _added(layers, kv_seq, cpu_us, hw):
     """CPU and GPU costs added, as if the CPU waited for each kernel: the removed kernels' launch plus floor."""
     return layers * (_EAGER - _FUSED) * (cpu_us * _US + layertime.default_calibration().floor_s)
+
+
+def _critical_path(cpu_us, tiny, tiny_us, big_us):
+    """fusion.stream_critical_path of ``tiny`` kernels of ``tiny_us`` then one of ``big_us``, ``cpu_us`` per launch."""
+    return fusion.stream_critical_path([tiny_us * _US] * int(tiny) + [big_us * _US], cpu_us * _US)
+
+
+def _last_launch(cpu_us, tiny, tiny_us, big_us):
+    """When the last kernel is issued; None where that is also the max model's answer (it is named there)."""
+    path = _critical_path(cpu_us, tiny, tiny_us, big_us)
+    return None if math.isclose(path["cpu_s"], path["max_s"], rel_tol=1e-9) else path["cpu_s"]
 
 
 def _attention_times(batch, heads, seq, head_dim, hw, dtype):
@@ -149,6 +183,41 @@ register(
                           "from HBM. Fused, RMSNorm uses h from registers: h is written once (for the next "
                           "block) and never re-read.",
                           answer=lambda **_: 1.0),
+        ),
+    ),
+    Question(
+        id="l09.stream-critical-path",
+        lesson="09",
+        kind="numeric",
+        prompt=("A host spends {cpu_us:g} µs issuing each kernel launch, asynchronously. It launches {tiny} tiny "
+                "kernels that take {tiny_us:g} µs each on the GPU, then one kernel that takes {big_us:g} µs, all on "
+                "one stream that starts empty. How long from the first launch until the last kernel ends?"),
+        params={"cpu_us": 10.0, "tiny": 50, "tiny_us": 2.0, "big_us": 400.0},
+        # never section 4's measured example (8.3 µs launches, 100 kernels of about 1 µs, then 500 µs)
+        variants={"cpu_us": (6.0, 15.0), "tiny": (30, 80), "big_us": (250.0, 800.0)},
+        key=lambda cpu_us, tiny, tiny_us, big_us: _critical_path(cpu_us, tiny, tiny_us, big_us)["time_s"],
+        unit="s",
+        figures=3,  # the sum model is only a few percent above the key in some variants
+        hints=("The GPU cannot start a kernel before the CPU has issued it, nor before the kernel ahead of it ends.",
+               "When is the long kernel issued? Is the GPU still busy with the tiny ones by then?",
+               "Follow the critical path: the launches up to some kernel, then the GPU's work from that kernel on."),
+        misconceptions=(
+            Misconception("max-model",
+                          "That is the larger of the CPU's launches and the GPU's work. It holds for a long mix of "
+                          "short and long kernels, but here the long kernel comes last: it cannot start before its "
+                          "own launch, after all the others, and the GPU idled while they were issued. Add the "
+                          "long kernel to the time of the launches before it.",
+                          answer=lambda cpu_us, tiny, tiny_us, big_us:
+                          _critical_path(cpu_us, tiny, tiny_us, big_us)["max_s"]),
+            Misconception("sum-model",
+                          "That adds every launch to every kernel, as if the CPU waited for each one. The tiny "
+                          "kernels run while the CPU issues the next launches: their GPU time is hidden.",
+                          answer=lambda cpu_us, tiny, tiny_us, big_us:
+                          _critical_path(cpu_us, tiny, tiny_us, big_us)["sum_s"]),
+            Misconception("launches-only",
+                          "That is when the last launch is issued. The long kernel starts only then, and still "
+                          "has to run.",
+                          answer=_last_launch),
         ),
     ),
     Question(
@@ -248,9 +317,12 @@ register(
                 "decodes one token at batch 1, against a KV cache of {kv_seq:,} tokens, on the {hw}. Each layer runs "
                 "either as the kernels of fusion.DECODER_LAYER_KERNELS or, fused, as those of "
                 "fusion.FUSED_DECODER_LAYER_KERNELS. At one token fusion leaves the bytes practically unchanged: "
-                "take the layer's roofline time from formulas.transformer_layer_ops for both. Each kernel pays "
-                "section 4's per-kernel floor t0 (lesson 11's fit) on the GPU; the host spends {cpu_us:g} µs issuing each launch "
-                "(Python between the ops), asynchronously. How much time per decode step does fusion save?"),
+                "take the layer's roofline time from formulas.transformer_layer_ops for both, at the {hw}'s "
+                "achievable roofs (the catalog's measured matmul rate and copy bandwidth, the roofs t0 was fitted "
+                "with). Each kernel pays section 4's per-kernel floor t0 (lesson 11's fit) on the GPU; the host "
+                "spends {cpu_us:g} µs issuing each launch (Python between the ops), asynchronously. The layers run "
+                "back to back, a long stream: take each layer as the larger of its CPU and GPU times. How much "
+                "time per decode step does fusion save?"),
         params={"layers": 32, "kv_seq": 8192, "cpu_us": 20.0, "hw": "h100"},
         # never section 4's numbers (4,096 cached tokens, He's 3.6 µs per launch, one layer): its table prints them
         variants={"layers": (40, 48, 80), "kv_seq": (2048, 32768), "cpu_us": (3.0, 12.0, 30.0),
@@ -260,16 +332,22 @@ register(
         rtol=0.01,
         figures=3,
         hints=("Each layer takes max(CPU issue time, GPU time): the CPU issues k launches of cpu_us each while "
-               "the GPU runs k floors t0 plus the layer's roofline time.",
+               "the GPU runs k floors t0 plus the layer's roofline time, at the achievable roofs.",
                "Work out which side is the slower for the eager layer and for the fused one: they need not be "
                "the same.",
                "The saving per layer is the eager layer's time minus the fused one's; a step runs every layer."),
         misconceptions=(
             Misconception("launches-added",
                           "That adds the CPU's launches to the GPU's work, as if the CPU waited for each kernel. "
-                          "Launches are asynchronous: the CPU issues the next kernels while the GPU runs, so a "
-                          "layer takes the larger of the two, not their sum.",
+                          "Launches are asynchronous: the CPU issues the next kernels while the GPU runs, so in a "
+                          "long stream of layers each one takes about the larger of the two, not their sum.",
                           answer=_added),
+            Misconception("datasheet-roofs",
+                          "That takes the layer's roofline time at the datasheet's roofs. The floor t0 was fitted "
+                          "with the achievable roofs (the best matmul rate and copy bandwidth measured), so add it "
+                          "to roofline times at those roofs: acc.peak('bf16', achievable=True) and "
+                          "acc.memory_bandwidth(achievable=True).",
+                          answer=_datasheet_roofs),
             Misconception("launches-only",
                           "That counts only the launches fusion removes, as if the GPU waited for every one. It "
                           "does only while the CPU is the slower side; once the fused layer's GPU work takes "
