@@ -8,8 +8,11 @@ those oracles; the keys come from the bank.
 """
 
 import itertools
+import json
 import math
 import random
+import re
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,29 @@ from roofkit.perf.inference import kvcache, latency, memory, paged, speculative
 from roofkit.course.quiz import answer_key as key
 
 from helpers import verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSON = ROOT / "lessons" / "13-serving.md"
+
+
+def _lesson() -> str:
+    return LESSON.read_text(encoding="utf-8")
+
+
+def _printed() -> str:
+    """Every text the executed solution notebook prints, in order."""
+    nb = json.loads(next((ROOT / "solutions").glob("13-*.ipynb")).read_text(encoding="utf-8"))
+    out = []
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            text = o.get("text") or o.get("data", {}).get("text/plain") or ""
+            out.append("".join(text) if isinstance(text, list) else text)
+    return "\n".join(out)
+
+
+def _flat(text: str) -> str:
+    """Markdown with its line breaks as spaces: a phrase may wrap."""
+    return re.sub(r"\s+", " ", text)
 
 
 def test_bank_has_the_issues_questions():
@@ -99,6 +125,22 @@ def test_ttft_is_a_compute_bound_prefill():
     assert 1 < ttft / floor < 1.3
     assert verdict("l13.ttft", 2048 * latency.tpot("llama-3-8b", "h100", 1, 2048)).misconception == \
         "prompt-as-decode-steps"
+
+
+def test_ttft_is_estimated_from_the_flops_before_roofkit_shows_a_prefill():
+    # learner report: the call right above (latency.prefill with Mistral 7B) answered l13.ttft with another name.
+    # The question now comes before any prefill is computed, and asks for the estimate from FLOPs and the peak.
+    text = _lesson()
+    assert text.index('ask("l13.ttft")') < text.index("latency.prefill(")  # no prefill computed before it
+    m, peak = roofkit.model("llama-3-8b"), roofkit.hw("h100").peak("bf16")
+    embedding = m.vocab * m.d_model
+    for params in (m.params, m.params - embedding):  # the embedding counted, or left out as the lookup it is
+        assert verdict("l13.ttft", f"{2 * params * 2048 / peak * 1e3:.3g} ms").correct
+    assert verdict("l13.ttft", f"{6 * m.params * 2048 / peak * 1e3:.3g} ms").misconception == "training-flops"
+    assert verdict("l13.ttft", f"{m.params * 2048 / peak * 1e3:.3g} ms").misconception == "one-flop-per-weight"
+    assert "8,030,261,248 parameters" in quiz.get("l13.ttft").text()
+    for hw in quiz.get("l13.ttft").variants["hw"]:  # a variant's accelerator has a peak of its own
+        assert roofkit.hw(hw).peak("bf16") != peak
 
 
 def test_attention_intensity_is_the_group_size():
@@ -204,11 +246,37 @@ def test_cost_per_million_tokens_by_hand():
 
 
 def test_speculative_tokens_by_hand():
-    assert key("l13.spec-tokens") == pytest.approx(1 + 0.7 + 0.49 + 0.343)  # Leviathan et al., equation 1
-    assert verdict("l13.spec-tokens", 0.7 + 0.49 + 0.343).misconception == "no-bonus-token"
-    assert verdict("l13.spec-tokens", 2.1).misconception == "independent-acceptance"
-    assert key("l13.ex-spec-speedup") == pytest.approx((1 - 0.8**5) / 0.2 / (4 * 0.1 + 1))
+    # Leviathan et al., equation 1: E = (1 - a^(k+1)) / (1 - a), which tends to 1 / (1 - a) as k grows
     assert speculative.expected_tokens(0.8, 4) == pytest.approx(3.3616)
+    assert key("l13.spec-tokens") == pytest.approx(1 / (1 - 0.65))
+    for alpha in quiz.get("l13.spec-tokens").variants["alpha"]:
+        assert key("l13.spec-tokens", alpha=alpha) == pytest.approx(1 / (1 - alpha))
+    assert verdict("l13.spec-tokens", 0.65 / 0.35).misconception == "no-bonus-token"
+    assert verdict("l13.spec-tokens", speculative.expected_tokens(0.65, 4)).misconception == "four-drafted"
+
+
+def test_speculation_questions_ask_what_the_output_above_does_not_show():
+    # learner report: l13.spec-tokens and l13.ex-spec-speedup were the printed closed form with other numbers.
+    # Now: the limit as k grows, and the acceptance rate at which speculation stops paying.
+    printed = speculative.expected_tokens(0.8, 4)  # the number printed just above l13.spec-tokens
+    assert verdict("l13.spec-tokens", f"{printed:.4f}").misconception == "example-above"
+    alpha = key("l13.ex-spec-speedup")
+    assert speculative.speedup(alpha, 4, 0.2) == pytest.approx(1)
+    assert sum(alpha**i for i in range(5)) == pytest.approx(4 * 0.2 + 1)  # E = k c + 1, by hand
+    assert 0.45 < alpha < 0.46
+    assert verdict("l13.ex-spec-speedup", 0.2).misconception == "independent-acceptance"  # E = 1 + k alpha: c
+    assert verdict("l13.ex-spec-speedup", 0).misconception == "free-draft"
+    assert speculative.expected_tokens(0.7051, 4) - 1 == pytest.approx(4 * 0.2 + 1, rel=1e-3)  # E - 1 = k c + 1
+    assert verdict("l13.ex-spec-speedup", 0.705).misconception == "no-bonus-token"
+    # the speed-up the exercise used to ask (0.8, 4, 0.1) is no longer its answer
+    assert verdict("l13.ex-spec-speedup", speculative.speedup(0.8, 4, 0.1)).correct is False
+
+
+def test_preempt_recompute_comes_after_the_count_it_needs():
+    # learner report: asked before the closed form K ln(N0 (I + O) / K) was given
+    text = _lesson()
+    assert text.index(r"K \ln \frac{N_0\,(p + O)}{K}") < text.index('ask("l13.preempt-recompute")')
+    assert text.index('ask("l13.preempt-recompute")') < text.index("more than half a prompt's worth")
 
 
 def test_preempt_recompute_by_hand():
@@ -271,6 +339,123 @@ def test_lesson_claims():
     # section 1: a 1,024-token prefill costs a few decode steps
     ratio = latency.ttft("mistral-7b", "h100", 1024) / latency.tpot("mistral-7b", "h100", 1, 1024)
     assert 2 < ratio < 10
+
+
+# --- the experts' and the learner's corrections ----------------------------------------------------------------------
+
+
+def test_large_gqa_models_at_short_context_do_turn_compute_bound():
+    # expert review L13-3: "decode stays memory-bound however large the batch" holds at 8k, not as a rule
+    text = _flat(_lesson())
+    assert "decode stays memory-bound however large the batch. So" not in text
+    assert "the memory runs out before the GEMMs turn compute-bound. " not in text  # the old pitfall, unqualified
+    assert "Short contexts: when decode does turn compute-bound" in text
+    # roofkit: Llama 3 70B on the node turns compute-bound at 512 tokens before the memory is full; 8B never does
+    assert latency.critical_batch("llama-3-70b", "h100", context=512, gpus=8) <= memory.max_batch(
+        "llama-3-70b", "h100", 8, 512)
+    assert latency.critical_batch("llama-3-70b", "h100", context=1024, gpus=8, kv_dtype="fp8") <= memory.max_batch(
+        "llama-3-70b", "h100", 8, 1024, kv_dtype="fp8")
+    for ctx in (256, 512, 1024, 2048):
+        turns = latency.critical_batch("llama-3-8b", "h100", context=ctx)
+        assert turns is None or turns > memory.max_batch("llama-3-8b", "h100", 1, ctx)
+    # the rough count 2N / (m_kv ridge): about 1.5k tokens for the 70B with a BF16 cache, 400 for the 8B
+    ridge = roofkit.hw("h100").ridge("bf16")
+    assert 2 * roofkit.model("llama-3-70b").params / (327_680 * ridge) == pytest.approx(1459, rel=0.01)
+    assert 2 * roofkit.model("llama-3-8b").params / (131_072 * ridge) == pytest.approx(415, rel=0.01)
+    assert _printed().count("compute-bound before the memory is full") == 5
+
+
+def test_section_1_says_bound_for_these_kernels_and_batch_1():
+    # expert review L13-4 (a bound for engines that run these kernels) and L13-8 (intensity about 1 at batch 1)
+    text = _flat(_lesson())
+    assert "No real engine is faster" not in text
+    assert "bounds for an engine that runs these kernels" in text and "RESIDUAL_RMS_NORM" in text
+    assert "For one sequence its GEMMs are matrix-vector products of intensity about 1" in text
+    assert "GEMMs of intensity about $B$" in text
+    # the memory-bound glue a fusing engine could save: a tenth of a prefill layer
+    first = latency.prefill("mistral-7b", "h100", prompt=1024)
+    glue = sum(op.time_s for op in first.layer.ops if op.bound == "memory" and op.name != "attn")
+    assert 0.05 < glue / first.layer.time_s < 0.15
+
+
+def test_vllm_cuda_graphs_are_said_by_release():
+    # expert review L13-5: CUDA graphs inside the 90% only since vLLM v0.21.0 (its start-up log); before, outside
+    text = _flat(_lesson())
+    assert "the CUDA graphs and the KV cache all fit inside that 90%" not in text
+    assert "v0.21.0" in text and "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text and "RFC #27951" in text
+
+
+def test_80_gb_is_explained_as_gib():
+    # expert review L13-6, learner report section 4: the card does not hold more than its datasheet; its "80GB" is
+    # close to GiB. nvidia-smi: H100 81,559 MiB (NVIDIA/nccl issue #1264), A100 80GB 81,920 MiB = 80 GiB exactly
+    text = _flat(_lesson())
+    assert "the card itself reports more" not in text
+    assert '"80GB" in the H100\'s name is nearer GiB than GB' in text and "80 GiB" in text
+    a100, h100 = roofkit.hw("a100"), roofkit.hw("h100")
+    assert a100.usable_memory_bytes == 80 * 2**30 and a100.memory_bytes == 80e9
+    assert h100.usable_memory_bytes == 81_559 * 2**20 and 79 * 2**30 < h100.capacity_bytes < 80 * 2**30
+    assert "81,920 MiB = 80 GiB" in _printed() and "81,559 MiB = 79.6 GiB = 85.5 GB" in _printed()
+    feedback = verdict("l13.max-batch", 13).feedback
+    assert feedback.startswith("That takes the datasheet's memory") and "closer to GiB" in feedback
+
+
+def test_calibration_is_said_to_be_fitted_on_the_table_above():
+    # expert review L13-7: fitted on 8 runs (two models), not "four TensorRT-LLM runs of one model"
+    from roofkit.perf.inference import engine, published
+
+    text = _flat(_lesson())
+    assert "fitted on four TensorRT-LLM runs of one model" not in text
+    assert "fitted on the runs of the first table (two models, on two accelerators)" in text
+    rows = published.compare()
+    assert engine.default().runs == len(rows) and len({r["model"] for r in rows}) == 2
+
+
+def test_one_symbol_one_meaning():
+    # learner report: I was input tokens here and intensity in lessons 03 and 11 ("I_prefill GEMM = I*d/(2*I + d)");
+    # alpha was the link latency and the acceptance rate; E and k the experts and the speculation's
+    text = _lesson()
+    assert "$I$ input" not in text and "$I + O" not in text and "I + s" not in text
+    assert "I_prefill GEMM = d*p/(d + 2*p)" in _printed() and "I*d/(2*I + d)" not in _printed()
+    assert "α" not in text.split("## 12.")[0] and "\\alpha" not in text.split("## 12.")[0]
+    assert "$E\\,(1 - (1 - k/E)^T)$" not in text and "n_e\\,(1 - (1 - k_e/n_e)^x)" in text
+    assert "here $B$ is always the batch" in _flat(text)
+    for q in quiz.questions("13"):
+        words = " ".join([q.prompt, *q.hints, *(m.feedback for m in q.misconceptions)])
+        assert not re.search(r"\bI\b", words), q.id  # p prompt tokens, O output tokens
+        assert "α" not in words, q.id
+
+
+def test_the_routing_count_is_derived():
+    # learner report: E(1 - (1 - k/E)^T) appeared without derivation; the lesson derives it, roofkit computes it
+    from roofkit import routing
+
+    text = _flat(_lesson())
+    assert "a given expert is missed by one token with probability $1 - k_e/n_e$" in text
+    for x in (1, 8, 64, 512):
+        assert routing.experts_touched(x, 128, 8) == pytest.approx(128 * (1 - (1 - 8 / 128) ** x))
+    assert "experts reached by 1, 8, 64, 512 tokens: 8, 52, 126, 128" in _printed()
+
+
+def test_the_latency_bound_size_is_said_which_it_is():
+    # learner report: 1.1 MB here, alpha beta n = 2.16 MB by formula, lesson 14's S*: the 1.1 MB is the ring's
+    # crossing at the LL protocol's bandwidth, half the link's; at full bandwidth it is lesson 14's S* (2.16 MB)
+    from roofkit import comms, links
+
+    node = links.scale_up(roofkit.hw("h100"))
+    ring = comms.all_reduce(16_384, 8, node)
+    assert ring.protocol == "LL" and ring.bandwidth_bytes_per_s == pytest.approx(node.bandwidth / 2)
+    assert ring.latency_bound_below_bytes == pytest.approx(node.latency * ring.bandwidth_bytes_per_s * 8)
+    full = comms.latency_bound_size("all-reduce", 8, node.latency, node.bandwidth)
+    assert full == pytest.approx(2 * ring.latency_bound_below_bytes) == pytest.approx(2.16e6)
+    text = _flat(_lesson())
+    assert "LL, the protocol NCCL uses for messages this small" in text and "Lesson 14 derives this size" in text
+    assert "latency-bound below 1.1 MB" in _printed() and "full bandwidth: 2.2 MB" in _printed()
+
+
+def test_deepseek_v2_count_is_an_inference():
+    # expert review U-3: the paper gives 93.3% and, separately, a 6-bit cache; the link is ours
+    text = _flat(_lesson())
+    assert "without saying how it counted" in text and "counting a cache quantized to 6 bits" not in text
 
 
 # --- class variants ------------------------------------------------------------------------------------------------------

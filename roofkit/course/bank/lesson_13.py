@@ -46,15 +46,17 @@ def _kv_sequence(model, context):
 
 def _datasheet(hw, reserve=memory.RESERVE):
     """The reserve that leaves the datasheet's capacity x (1 - reserve) of the card's reported memory: the plan
-    of a learner who took the datasheet's 80 GB for what an H100 reports (85.5 GB). None where they agree."""
+    of a learner who read the datasheet's "80 GB" as 80e9 bytes, not the 85.5e9 an H100 reports. None where they
+    agree."""
     acc = hardware.get(hw)
     if not acc.memory_bytes or math.isclose(acc.memory_bytes, acc.capacity_bytes, rel_tol=1e-9):
         return None
     return 1 - (1 - reserve) * acc.memory_bytes / acc.capacity_bytes
 
 
-_DATASHEET_MEMORY = ("That takes the datasheet's memory (80 GB on an H100) for the card's. Plan with the memory the "
-                     "card reports (nvidia-smi, the catalog's capacity), which is larger; then keep 10% of it in "
+_DATASHEET_MEMORY = ("That takes the datasheet's memory (80 GB on an H100), read as 10^9-byte GB, for the card's. The "
+                     "80 in the name is closer to GiB: the card reports more bytes than 80 x 10^9 (nvidia-smi's "
+                     "total, the catalog's capacity). Plan with what the card reports; then keep 10% of it in "
                      "reserve.")
 
 
@@ -131,6 +133,28 @@ def _worked(model, hw, gpus, tp, input_tokens, output_tokens, dtype):
     return _steady(model, hw, input_tokens, output_tokens, gpus=gpus, tp=tp, dtype=dtype).tokens_per_s
 
 
+def _spec_ceiling(alpha):
+    """What the expected tokens per target step approach as the draft grows: the sum at the longest draft
+    speculative accepts (1,000 tokens), where alpha^(k+1) is below 1e-40 for every alpha of the question."""
+    return speculative.expected_tokens(alpha, 1000)
+
+
+def _break_even(k, c, bonus=True):
+    """The acceptance rate at which speculation's speed-up is 1 (bisection on :func:`speculative.speedup`, which
+    grows with alpha); ``bonus=False``: a learner who left out the target's own token (None where it never pays)."""
+    def pays(alpha):
+        extra = 0.0 if bonus else 1 / (k * c + 1)  # without the bonus token the speed-up is (E - 1) / (k c + 1)
+        return speculative.speedup(alpha, k, c) - extra >= 1
+
+    if not pays(1.0):
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if not pays(mid) else (low, mid)
+    return (low + high) / 2
+
+
 def _max_context(model, hw, gpus, batch, weights_dtype, reserve=memory.RESERVE, cache_once=False):
     p = memory.plan(model, hw, gpus, 4096, batch, weights_dtype, reserve=reserve)
     per_token = p.kv_bytes_per_token * p.kv_replication / (2 if cache_once else 1)
@@ -154,12 +178,12 @@ register(
         unit="FLOP/byte",
         rtol=0.02,
         hints=("FLOPs: 2 x rows x d x d. Bytes: the activations in, the weights, the output, 2 bytes each.",
-               "Divide: the intensity is I d / (d + 2 I) for I rows, not I."),
+               "Divide: the intensity is p d / (d + 2 p) for p rows, not p."),
         misconceptions=(
             Misconception("intensity-is-prompt",
-                          "That is the shortcut 'a prefill of I tokens has intensity I'. It counts the weights' "
-                          "bytes only; the activations in and out grow with I too, so the intensity is I d / (d + 2I), "
-                          "below I and approaching d/2 for long prompts (lesson 11).",
+                          "That is the shortcut 'a prefill of p tokens has intensity p'. It counts the weights' "
+                          "bytes only; the activations in and out grow with p too, so the intensity is p d / (d + 2p), "
+                          "below p and approaching d/2 for long prompts (lesson 11).",
                           answer=_unless_key(lambda prompt, d: float(prompt), lambda **p: _prefill_intensity(**p))),
             Misconception("weights-only-per-element",
                           "That counts elements, not bytes: each BF16 element is 2 bytes.",
@@ -170,23 +194,32 @@ register(
         id="l13.ttft",
         lesson="13",
         kind="numeric",
-        prompt=("{model} on one {hw} in BF16 receives a prompt of {prompt} tokens. Predict the time to first token: "
-                "the prefill of the whole prompt, every layer and the output layer, with the layer model "
-                "(each kernel at its roofline bound)."),
-        params={"model": "llama-3-8b", "hw": "h100", "prompt": 2048},
-        variants={"prompt": (512, 1024, 8192), "hw": ("h200", "a100", "mi300x", "b200")},
-        key=lambda **p: _ttft(**p),
+        prompt=("{model_name} ({params:,} parameters) on one {hw} in BF16 receives a prompt of {prompt:,} "
+                "tokens. Its prefill is compute-bound: estimate the time to first token from the prefill's FLOPs and "
+                "the {hw}'s BF16 peak (a bound: every kernel at its roof)."),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B",
+                "params": models.get("llama-3-8b").params, "hw": "h100", "prompt": 2048},
+        variants={"prompt": (512, 1024), "hw": ("a100", "mi300x", "b200")},
+        key=lambda model, hw, prompt, **_: _ttft(model, hw, prompt),
         unit="s",
-        rtol=0.02,
-        hints=("A prefill runs all the prompt's tokens through each layer at once: its GEMMs see "
-               "prompt x d_model activations.",
-               "One layer's time from the layer model, times the layers, plus the output layer for the last token."),
+        rtol=0.1,  # the layer model's figure; the FLOPs over the peak, the embedding counted or not, land within 10%
+        hints=("A compute-bound kernel takes its FLOPs over the peak FLOP/s.",
+               "Each prompt token goes through every weight once: 2 FLOPs (a multiply and an add) per parameter per "
+               "token. Attention adds a little."),
         misconceptions=(
             Misconception("prompt-as-decode-steps",
                           "That is one decode step per prompt token. A prefill does not go token by token: the whole "
                           "prompt goes through each layer at once, reading each weight once for all of its tokens, "
                           "so it is compute-bound and far faster than as many decode steps.",
-                          answer=lambda model, hw, prompt: prompt * latency.tpot(model, hw, 1, prompt)),
+                          answer=lambda model, hw, prompt, **_: prompt * latency.tpot(model, hw, 1, prompt)),
+            Misconception("training-flops",
+                          "That counts 6 FLOPs per parameter per token, a training step's forward and backward. A "
+                          "prefill is a forward pass only: 2 per parameter per token.",
+                          scale=3),
+            Misconception("one-flop-per-weight",
+                          "That counts one FLOP per parameter per token. Each weight is a multiply and an add (an "
+                          "FMA): 2 FLOPs.",
+                          scale=0.5),
         ),
     ),
     # --- 2. the KV cache ----------------------------------------------------------------------------------
@@ -309,7 +342,7 @@ register(
             Misconception("as-many-bytes-as-flops",
                           "A sequence does not add one byte per FLOP: it adds about 2 FLOPs per parameter (tens of "
                           "billions) over a cache read of about a gigabyte. Tens of FLOPs per byte, still far below "
-                          "the ridge, which is why decode stays memory-bound.",
+                          "the ridge, which is why decode stays memory-bound at this context.",
                           answer=lambda **p: 1.0),
             Misconception("embedding-multiplied",
                           "That counts 2 FLOPs for every parameter, the input embedding's too. The embedding is a "
@@ -378,7 +411,7 @@ register(
         unit="dimensionless",
         rtol=0.02,
         hints=("Each request spends O - 1 steps decoding, so each step finishes B / (O - 1) requests.",
-               "As many new requests start; each brings I prompt tokens."),
+               "As many new requests start; each brings p prompt tokens."),
         misconceptions=(
             Misconception("every-request-every-step",
                           "That prefills every request's prompt at every step. A prompt is prefilled once; each step "
@@ -398,7 +431,8 @@ register(
         prompt=("Llama 3 8B with FP8 weights and an FP8 cache on one {hw} serves requests of {input_tokens} input "
                 "and {output_tokens} output tokens whose first {prefix} tokens are the same system prompt. With "
                 "prefix caching, the prefix is kept once, in 16-token blocks, and each request keeps its own tokens "
-                "(on average I + O/2, less the prefix, in whole blocks). How many requests fit in flight?"),
+                "(on average p + O/2 for p prompt and O output tokens, less the prefix, in whole blocks). How many "
+                "requests fit in flight?"),
         params={"model": "llama-3-8b", "hw": "h100", "input_tokens": 2048, "output_tokens": 256, "prefix": 1536,
                 "dtype": "fp8"},
         variants={"prefix": (512, 1024, 1792), "hw": ("h200",)},
@@ -406,7 +440,7 @@ register(
         unit="dimensionless",
         rtol=0,
         hints=("Memory for caches: 0.9 x the card's memory, less the weights, less the prefix kept once.",
-               "Each request's own tokens: I + O/2 - prefix, rounded up to whole 16-token blocks."),
+               "Each request's own tokens: p + O/2 - prefix, rounded up to whole 16-token blocks."),
         misconceptions=(
             Misconception("prefix-in-every-request",
                           "That keeps the prefix in every request's cache, as a server without prefix caching does. "
@@ -451,8 +485,8 @@ register(
         key=lambda model, hw, tp, **_: _allreduce_floor(model, hw, tp),
         unit="s",
         rtol=0.02,
-        hints=("One ring all-reduce over t GPUs takes 2(t - 1) steps, each at least the link's latency α.",
-               "Two per layer, every layer: 2 L x 2 (t - 1) α."),
+        hints=("One ring all-reduce over t GPUs takes 2(t - 1) steps, each at least the link's latency per hop.",
+               "Two per layer, every layer: 2 L x 2 (t - 1) hops, each at the latency."),
         misconceptions=(
             Misconception("one-per-layer",
                           "That counts one all-reduce per layer. Megatron tensor parallelism all-reduces twice per "
@@ -519,28 +553,31 @@ register(
         id="l13.spec-tokens",
         lesson="13",
         kind="numeric",
-        prompt=("A draft model proposes k = {k} tokens; the target model accepts each with probability "
-                "alpha = {alpha}, independently, and stops at the first rejection. How many tokens does one "
-                "target step yield on average (the accepted ones and the one the target adds itself)?"),
-        params={"alpha": 0.7, "k": 3},
-        variants={"alpha": (0.6, 0.8, 0.9), "k": (2, 4, 5)},
-        key=lambda alpha, k: speculative.expected_tokens(alpha, k),
+        prompt=("A draft model proposes k tokens per step; the target model accepts each with probability "
+                "alpha = {alpha}, independently, and stops at the first rejection, adding one token of its own. "
+                "Let the draft grow longer and longer (k as large as you like): what number do the expected tokens "
+                "per target step approach?"),
+        params={"alpha": 0.65},
+        variants={"alpha": (0.6, 0.75, 0.9)},
+        key=lambda alpha: _spec_ceiling(alpha),
         unit="dimensionless",
         rtol=0.01,
-        hints=("The i-th drafted token is kept only if it and all the ones before it are accepted: alpha^i.",
-               "Add 1 for the token the target always adds, and sum alpha^i over the k drafted ones."),
+        hints=("In the closed form, what becomes of alpha^(k+1) as k grows?",
+               "What is left is the sum of a geometric series, 1 + alpha + alpha^2 + ... without end."),
         misconceptions=(
             Misconception("no-bonus-token",
-                          "That counts only the accepted drafted tokens. The target's step always adds a token of "
-                          "its own: the correction at the first rejection, or one more when all k pass.",
-                          answer=lambda alpha, k: speculative.expected_tokens(alpha, k) - 1),
-            Misconception("independent-acceptance",
-                          "k x alpha counts every drafted token as if it were judged on its own. After the first "
-                          "rejection the rest are thrown away: the i-th survives with probability alpha^i.",
-                          answer=lambda alpha, k: k * alpha),
-            Misconception("all-accepted",
-                          "k + 1 is the best case, every drafted token accepted. On average fewer are.",
-                          answer=lambda alpha, k: k + 1),
+                          "That counts only the accepted drafted tokens, alpha / (1 - alpha). The target's step always "
+                          "adds a token of its own: the correction at the first rejection.",
+                          answer=lambda alpha: _spec_ceiling(alpha) - 1),
+            Misconception("four-drafted",
+                          "That is the expected tokens at k = 4, the example's draft. A longer draft yields more, "
+                          "ever less per extra token: let k grow without bound.",
+                          answer=lambda alpha: speculative.expected_tokens(alpha, 4)),
+            Misconception("example-above",
+                          "That is the example printed above, alpha = 0.8 and k = 4. This question has its own alpha, "
+                          "and lets k grow without bound.",
+                          answer=_unless_key(lambda alpha: speculative.expected_tokens(0.8, 4),
+                                             lambda alpha: _spec_ceiling(alpha))),
         ),
     ),
     # --- 12. paged KV cache -------------------------------------------------------------------------------------
@@ -585,19 +622,19 @@ register(
             requests, input_tokens, output_tokens, cache_tokens),
         unit="dimensionless",
         rtol=0.03,
-        hints=("Do all the prompts fit at first? Then every request grows by one token a step: when does the cache "
-               "fill?",
-               "Once it is full, K / (I + s) requests still run at step s; each one preempted at step s holds "
-               "I + s tokens. Sum (or integrate) over the steps from there to O."),
+        hints=("Do all the prompts fit at first? That is N0, the requests admitted; every one then grows by one token "
+               "a step until the cache fills.",
+               "From there K / (p + j) requests still run at step j, and each one preempted at step j holds p + j "
+               "tokens: the count worked out above the question, with this N0."),
         misconceptions=(
             Misconception("overflow",
-                          "That is how many tokens do not fit at the end, n (I + O) - K. Preemption frees whole "
-                          "requests, and each is recomputed whole: its prompt and all it had generated by then.",
+                          "That is how many tokens do not fit at the end, requests x (p + O) - K. Preemption frees "
+                          "whole requests, and each is recomputed whole: its prompt and all it had generated by then.",
                           answer=lambda requests, input_tokens, output_tokens, cache_tokens:
                           requests * (input_tokens + output_tokens) - cache_tokens),
             Misconception("prompts-only",
-                          "That recomputes only the prompts of the requests preempted. A request preempted at step s "
-                          "had generated s tokens too; its cache is gone, and its recomputation covers I + s.",
+                          "That recomputes only the prompts of the requests preempted. A request preempted at step j "
+                          "had generated j tokens too; its cache is gone, and its recomputation covers p + j.",
                           answer=lambda requests, input_tokens, output_tokens, cache_tokens:
                           (requests - cache_tokens // (input_tokens + output_tokens)) * input_tokens),
         ),
@@ -730,24 +767,33 @@ register(
         id="l13.ex-spec-speedup",
         lesson="13",
         kind="numeric",
-        prompt=("Speculative decoding with k = {k} drafted tokens, acceptance rate alpha = {alpha}, and a draft step "
-                "that costs c = {c} of a target step. If the target's check of k + 1 tokens costs one of its "
-                "ordinary steps, what is the expected walltime speed-up (Leviathan et al. 2023)?"),
-        params={"alpha": 0.8, "k": 4, "c": 0.1},
-        variants={"alpha": (0.6, 0.9), "k": (2, 6), "c": (0.05, 0.2)},
-        key=lambda alpha, k, c: speculative.speedup(alpha, k, c),
+        prompt=("Speculative decoding with k = {k} drafted tokens per round and a draft step that costs c = {c} of a "
+                "target step; the target's check of the k + 1 tokens costs one of its ordinary steps. Below what "
+                "acceptance rate alpha does speculation slow decoding down instead of speeding it up (Leviathan et "
+                "al. 2023's speed-up below 1)?"),
+        params={"k": 4, "c": 0.2},
+        variants={"k": (2, 6), "c": (0.1, 0.3)},
+        key=lambda k, c: _break_even(k, c),
         unit="dimensionless",
         rtol=0.01,
-        hints=("One round: k draft steps and one target step, k c + 1 target steps of time.",
-               "It yields (1 - alpha^(k+1)) / (1 - alpha) tokens on average; the speed-up is tokens per round "
-               "over time per round, in target steps."),
+        hints=("A round takes k c + 1 target steps and yields E = (1 - alpha^(k+1)) / (1 - alpha) tokens; without "
+               "speculation those steps would make k c + 1 tokens.",
+               "Find the alpha at which E = k c + 1. E grows with alpha: try values and halve the interval "
+               "(bisection) until it is pinned to two figures."),
         misconceptions=(
-            Misconception("free-draft",
-                          "That is the expected tokens per target step: it ignores the k draft steps each round pays.",
-                          answer=lambda alpha, k, c: speculative.expected_tokens(alpha, k)),
+            Misconception("independent-acceptance",
+                          "That is alpha = c: it takes E = 1 + k alpha, as if every drafted token were judged on its "
+                          "own. After the first rejection the rest are thrown away: E = (1 - alpha^(k+1)) / "
+                          "(1 - alpha), smaller, so alpha must be higher to pay.",
+                          answer=_unless_key(lambda k, c: float(c), lambda **p: _break_even(**p))),
             Misconception("no-bonus-token",
-                          "That leaves out the token the target adds itself at every step.",
-                          answer=lambda alpha, k, c: (speculative.expected_tokens(alpha, k) - 1) / (k * c + 1)),
+                          "That leaves out the token the target adds itself every round: E counts it, so speculation "
+                          "pays at a lower alpha.",
+                          answer=lambda k, c: _break_even(k, c, bonus=False)),
+            Misconception("free-draft",
+                          "With a free draft any alpha pays, but each round spends k draft steps of c target steps "
+                          "each: E must reach k c + 1.",
+                          answer=lambda k, c: 0.0),
         ),
         points=2,
     ),
