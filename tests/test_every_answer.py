@@ -41,10 +41,10 @@ OTHER_UNIT = {
     "FLOP": ("TFLOP", 1e12), "byte": ("GB", 1e9), "byte/s": ("TB/s", 1e12), "FLOP/s": ("TFLOP/s", 1e12),
     "TFLOP/s": ("PFLOP/s", 1e3), "FLOP/byte": ("flop/B", 1), "s": ("ms", 1e-3), "ms": ("µs", 1e-3),
     "µs": ("μs", 1), "day": ("hours", 1 / 24), "percent": ("%", 1), "1/s": ("per second", 1),
-    "dimensionless": ("x", 1), "x": ("times", 1), "USD per million tokens": ("USD per billion tokens", 1e-3),
+    "tokens/s": ("per second", 1), "dimensionless": ("x", 1), "x": ("times", 1), "USD per million tokens": ("USD per billion tokens", 1e-3),
 }
 # The question's own unit, as a learner writes it after the number.
-WRITTEN_UNIT = {"percent": "%", "dimensionless": "x", "1/s": "tokens/s"}
+WRITTEN_UNIT = {"percent": "%", "dimensionless": "x", "1/s": "tokens/s", "tokens/s": "tokens/s"}
 
 
 def _ids(questions):
@@ -219,10 +219,10 @@ def test_a_unit_of_the_wrong_dimension_is_named(question):
     verdict = quiz.judge(question, f"{key:.6g} {strange}")
     assert verdict.correct is False and verdict.unreadable is False
     assert verdict.misconception is not None  # 'unit' or the question's own unit misconception
-    if unit in ("byte/s", "FLOP/s", "TFLOP/s", "1/s"):
-        amount = {"byte/s": "TB", "FLOP/s": "TFLOP", "TFLOP/s": "PFLOP", "1/s": "tokens"}[unit]
+    if unit in ("byte/s", "FLOP/s", "TFLOP/s", "1/s", "tokens/s"):
+        amount = {"byte/s": "TB", "FLOP/s": "TFLOP", "TFLOP/s": "PFLOP", "1/s": "tokens", "tokens/s": "tokens"}[unit]
         verdict = quiz.judge(question, f"{key:.6g} {amount}")
-        if unit != "1/s":
+        if unit not in ("1/s", "tokens/s"):
             assert "'/s' is missing" in verdict.feedback
 
 

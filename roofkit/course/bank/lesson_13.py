@@ -360,7 +360,7 @@ register(
         params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "hw": "h100", "batch": 32, "context": 4096},
         variants={"batch": (8, 64), "hw": ("h200", "a100", "mi300x")},
         key=lambda model, hw, batch, context, **_: _throughput(model, hw, batch, context),
-        unit="1/s",
+        unit="tokens/s",
         rtol=0.02,
         hints=("One decode step makes one token per sequence.",
                "Tokens per second = batch / (time of one decode step at that batch)."),
@@ -653,7 +653,7 @@ register(
         variants={"hw": ("h200",), "input_tokens": (128, 2048)},
         key=lambda model, hw, gpus, tp, input_tokens, output_tokens, dtype, **_: _worked(
             model, hw, gpus, tp, input_tokens, output_tokens, dtype),
-        unit="1/s",
+        unit="tokens/s",
         rtol=0.02,
         hints=("One replica first: its batch from its memory, then its average step (decode and the prefill it "
                "carries).",
