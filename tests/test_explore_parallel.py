@@ -116,3 +116,27 @@ def test_sliders_offer_the_documented_values():
 def test_a_bad_start_raises_at_once(args, error, message):
     with pytest.raises(error, match=re.escape(message)):
         build_explorer(**args)
+
+
+def test_the_static_picture_heads_each_legend_with_its_title_and_nothing_overlaps():
+    # learner report: in the static picture of lesson 14's explorer the legends sat over the subplot titles. Each
+    # heading is now its legend's title, one block above the bars, so neither can cover the other, and no text of
+    # the figure overlaps another
+    explorer = build_explorer()
+    fig = explorer.live.fig
+    renderer = explorer.live.canvas.get_renderer()
+    headings = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        headings.append(legend.get_title().get_text())
+        assert not any(t.get_text() for t in (ax.title, ax._left_title, ax._right_title))  # no title to cover
+        box = legend.get_window_extent(renderer)
+        assert box.y0 >= ax.get_window_extent(renderer).y1 - 1  # above the bars
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)  # not cut off
+    assert headings == ["memory per GPU", "where a step's time goes"]
+    texts = [t for ax in fig.axes for t in [*ax.get_legend().get_texts(), ax.get_legend().get_title(), ax.xaxis.label,
+                                            *ax.get_xticklabels()] if t.get_text()]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for i, a in enumerate(boxes):
+        for j in range(i + 1, len(boxes)):
+            assert not a.overlaps(boxes[j]), (texts[i].get_text(), texts[j].get_text())

@@ -111,28 +111,52 @@ def test_zero_memory_per_gpu():
 
 def test_zero3_sends_half_as_much_again_per_micro_batch():
     # the scaling book's table (training.md): DP 8DF per layer forward + backward, FSDP 4DF + 8DF
-    assert key("l14.zero3-traffic", microbatches=1) == pytest.approx(12 / 8)
-    assert key("l14.zero3-traffic") == pytest.approx(6 * 12 / 8)
-    assert judge("l14.zero3-traffic", 6).misconception == "forward-only"
-    assert judge("l14.zero3-traffic", 1.5).misconception == "per-step"
+    assert parallel.sync_volume(3, 64, 1) / parallel.sync_volume(0, 64, 1) == pytest.approx(12 / 8, rel=0.01)
+    assert parallel.sync_volume(3, 64, 6) / parallel.sync_volume(0, 64, 6) == pytest.approx(6 * 12 / 8, rel=0.01)
+
+
+def test_zero3_traffic_asks_what_the_printout_does_not_show():
+    # learner report: the question was 18 / 2 of the two lines printed above it. Now the run also recomputes its
+    # forward, which gathers the weights a third time: (3m gathers + m reduce-scatters) / (one all-reduce = 2) = 2m
+    assert key("l14.zero3-traffic") == pytest.approx(2 * 12, rel=0.01)
+    assert key("l14.zero3-traffic", microbatches=6) == pytest.approx(2 * 6, rel=0.01)
+    printed = parallel.sync_volume(3, 1024, 6) / parallel.sync_volume(1, 1024, 6)  # the two lines above: 18 / 2
+    assert judge("l14.zero3-traffic", printed, microbatches=6).misconception == "no-recompute"
+    assert judge("l14.zero3-traffic", 1.5 * 12).misconception == "no-recompute"
+    assert judge("l14.zero3-traffic", 12).misconception == "forward-only"
+    assert judge("l14.zero3-traffic", 2).misconception == "per-step"
+    assert "recomputes" in quiz.get("l14.zero3-traffic").text()
 
 
 def test_zero3_slices_by_hand_and_as_the_plan_charges_them():
-    # GPT-3 175B in Megatron-LM's tensors: 96 layers x 4 matrices + the two embedding tables gathered (100,000
-    # elements or more: DeepSpeed's stage3_param_persistence_threshold), 96 x 8 biases and LayerNorm vectors + the
-    # final LayerNorm's 2 kept; 3 gathers and 1 reduce-scatter for the first, 2 calls for the others
+    # Llama 3 70B in roofkit's tensors: 80 layers x 4 matrices + the embedding and the output layer gathered
+    # (100,000 elements or more: DeepSpeed's stage3_param_persistence_threshold), 80 x 2 norms + the final one kept;
+    # 3 gathers and 1 reduce-scatter for the first, 2 calls for the others, every rank's slice, 2 operations each
+    from roofkit.course.bank import lesson_14 as bank
     from roofkit.perf import steptime
     from roofkit.perf.parallel import published
 
     floor = steptime.roofs("a100", calibrated=True).floor_s
-    assert key("l14.zero3-slices") == pytest.approx(1536 * ((96 * 4 + 2) * 4 + (96 * 8 + 2) * 2) * 2 * floor)
+    assert key("l14.zero3-slices") == pytest.approx(2048 * ((80 * 4 + 2) * 4 + (80 * 2 + 1) * 2) * 2 * floor)
+    # what plan() charges for that layout: data parallelism alone, one sequence per replica, full recomputation
+    llama = parallel.plan("llama-3-70b", "a100", 2048, 2048 * 8192, 8192, zero=3, recompute="full",
+                          gather_api="list", calibrated=True)
+    assert llama.microbatches == 1
+    assert key("l14.zero3-slices") == pytest.approx(llama.communication["slices"]["exposed_s"])
+    # the same count on the published row the lesson's table shows (GPT-3 175B on 1,536 A100s: 52.0 s)
     row = next(r for r in published.load("held-out") if r.case.endswith("ZeRO-3 174.6b on 1536 A100"))
-    assert key("l14.zero3-slices") == pytest.approx(published.predict(row, calibrated=True)
-                                                    .communication["slices"]["exposed_s"])
-    assert judge("l14.zero3-slices", key("l14.zero3-slices") / 1536).misconception == "per-tensor"
+    assert bank._slices_s(1536, model="gpt-3-175b") == pytest.approx(published.predict(row, calibrated=True)
+                                                                      .communication["slices"]["exposed_s"])
+    # learner report: the skeleton's comment gave the count, and the table after the question the seconds
+    text = LESSON.read_text(encoding="utf-8")
+    assert "386 x 4 + 770 x 2" not in text
+    assert not any(math.isclose(key("l14.zero3-slices"), bank._slices_s(g, model="gpt-3-175b"), rel_tol=0.02)
+                   for g in (384, 768, 1536))
+    assert judge("l14.zero3-slices", key("l14.zero3-slices") / 2048).misconception == "per-tensor"
     assert judge("l14.zero3-slices", key("l14.zero3-slices") / 2).misconception == "one-op"
-    assert judge("l14.zero3-slices", key("l14.zero3-slices", gpus=512) * 3).correct
-    assert judge("l14.zero3-slices", 52.1).correct  # with the floor as the prompt rounds it, 5.5 us
+    assert judge("l14.zero3-slices", key("l14.zero3-slices", gpus=512) * 4).correct
+    rounded = 2048 * ((80 * 4 + 2) * 4 + (80 * 2 + 1) * 2) * 2 * 5.5e-6  # the floor as the prompt rounds it
+    assert judge("l14.zero3-slices", rounded).correct
 
 
 # --- tensor and pipeline parallelism ---------------------------------------------------------------------------
@@ -178,11 +202,15 @@ def test_fit_through_two_points():
 
 # --- the new questions: NCCL, fat trees, model parallelism, experts, Llama 3's batch --------------------------
 
-def test_nccl_share_of_the_line_rate():
-    # the scaling book: "it is difficult in practice to exceed 370 GB/s" on an H100 node of 450 GB/s per direction
-    assert key("l14.nccl-share") == pytest.approx(370 / 450)
-    assert judge("l14.nccl-share", 370 / 900).misconception == "both-directions"
-    assert judge("l14.nccl-share", 370 / 1.75 / 450).misconception == "algbw"
+def test_nccl_share_asks_for_nvls_against_its_own_bound():
+    # learner report: the question was 370 / 450, both printed right above it. Now it asks how close nccl-tests'
+    # measured NVLS busbw (about 480 GB/s on 8 x H100, the scaling book; 476 in nccl-tests issue 290) comes to
+    # NVLS's bound busbw, 2(n-1)/n x 450 GB/s = 787.5 GB/s: the answer of the question before, not printed
+    assert key("l14.nccl-share") == pytest.approx(480 / (1.75 * 450))
+    assert judge("l14.nccl-share", 480 / 450).misconception == "line-rate"
+    assert judge("l14.nccl-share", 480 / (1.75 * 900)).misconception == "both-directions"
+    assert judge("l14.nccl-share", 480 / 370.8).misconception == "over-the-ring"
+    assert judge("l14.nccl-share", 370 / 450).correct is False  # the old question's answer, printed above it
 
 
 def test_nvls_bound_is_the_ring_s_busbw_times_two_n_minus_one_over_n():
@@ -376,3 +404,195 @@ def test_the_lesson_cites_its_sources_and_keeps_machine_numbers_out_of_compared_
     cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
     measuring = [c for c in cells if "measure_comms(" in c or "alpha *" in c]
     assert measuring and all(c.startswith("# NBVAL_IGNORE_OUTPUT") for c in measuring)
+
+
+# --- the December 2026 reviews (expert L14-2 to L14-11, learner sections 3 and 4) ---------------------------------
+
+def _text() -> str:
+    return LESSON.read_text(encoding="utf-8")
+
+
+def _cell_after(text: str, marker: str, chars: int = 1500) -> str:
+    """The lesson's text from ``marker`` on, ``chars`` long: what a learner reads next to that output."""
+    return text[text.index(marker):text.index(marker) + chars]
+
+
+def test_deepseek_v3_is_planned_with_its_own_batch():
+    # L14-2: DeepSeek-V3 "keeps 15360" sequences of 4K tokens per batch (arXiv:2412.19437, section 4.2): 60 x 2**20
+    # tokens, not 15 x 2**20. At that batch each of the 128 replicas runs 120 micro-batches, and the bubble shrinks
+    text = _text()
+    assert "15360 * 4096" in text and "15 * 2**20" not in text
+    plans = [parallel.plan("deepseek-v3", "h100", 2048, 15360 * 4096, 4096, tp=1, pp=16, ep=64, zero=1,
+                           recompute="full", calibrated=c) for c in (False, True)]
+    assert all(p.microbatches == 120 for p in plans)
+    assert all(p.bubble_s / p.step_time_s < 0.15 for p in plans)  # 33% at the lesson's old batch
+
+
+def test_deepseek_v3_node_limited_routing_is_named_and_sized():
+    # L14-3: each token goes to at most 4 nodes (section 2.1.2), crosses InfiniBand once per node and is forwarded
+    # over NVLink (section 3.2.2); dispatch in FP8 (section 3.3). roofkit's all-to-all sends k = 8 copies in BF16
+    from roofkit import dtypes
+
+    ds = models.get("deepseek-v3")
+    modelled = parallel.all_to_all_bytes(1, ds.d_model, ds.experts_per_token)
+    limited = parallel.all_to_all_bytes(1, ds.d_model, 4, dtypes.bytes_per_element("fp8"))
+    assert modelled / limited == pytest.approx(8 * 2 / (4 * 1))
+    text = _text()
+    assert "node-limited routing" in text and "at most 4 of the 8 nodes" in text and "section 3.2.2" in text
+    assert "models none of them" in text  # the lesson says its figure does not model it
+    assert "and it trained in FP8), which is why" not in text
+
+
+def test_nccl_rings_are_topology_aware_in_the_lesson():
+    # L14-4: NCCL never builds a flat ring of 128 GPUs over InfiniBand on HGX nodes; its ring pays 2(nNodes - 1)
+    # network steps (nInterSteps, src/graph/tuning.cc), the rest on NVLink
+    text = _text()
+    assert "flat ring" not in text and "one flat ring of 128 GPUs" not in text
+    assert "topology-aware" in text and "nInterSteps" in text
+    assert "128 GPUs, one per node: a ring over InfiniBand NDR" in text
+    assert comms.steps("all-reduce", 16) == 2 * (16 - 1)
+    pitfalls = text[text.index("## Common pitfalls"):]
+    assert "not what NCCL runs on HGX nodes" in pitfalls
+    # calibrated, roofkit charges NCCL's latency of that ring: far below a ring with every hop on the network
+    nodes = comms.hierarchical("all-reduce", 1e3, 8, 16, "hgx-h100", "ib-ndr", algorithm="ring", calibrated=True)
+    every_hop = comms.all_reduce(1e3, 128, "ib-ndr", calibrated=True)
+    assert nodes.latency_s < every_hop.latency_s / 2
+
+
+def test_model_parallelism_divides_the_critical_batch_by_t_p():
+    # L14-5: each GPU's backward is 4 N B / G FLOPs whatever the layout; its gradient bytes fall t p-fold, so B* does.
+    # The expert's figures over 50 GB/s NICs: 2,472 tokens per GPU at t p = 8, 618 at 32 (many replicas)
+    H = H100.peak("bf16")
+    for tp in (8, 32):
+        assert parallel.dp_critical_batch(10**6, H, 50e9, grad_bytes=2 / tp) == pytest.approx(
+            parallel.dp_critical_batch(10**6, H, 50e9) / tp)
+    assert parallel.dp_critical_batch(10**6, H, 50e9, grad_bytes=2 / 8) == pytest.approx(2472, rel=0.001)
+    assert parallel.dp_critical_batch(10**6, H, 50e9, grad_bytes=2 / 32) == pytest.approx(618, rel=0.001)
+    text = _text()
+    assert "the critical batch stays" not in text and "the critical batch per GPU falls $t p$-fold" in text
+
+
+def test_gradients_hide_behind_one_micro_batch():
+    # L14-6: with gradient accumulation the gradients hide behind the last micro-batch's backward only. The worked
+    # problem's 8,192 tokens per GPU per step are 1,024 per GPU in one micro-batch, below B* of its layout (2,395)
+    text = _text()
+    assert "far above the critical batch" not in text and "one micro-batch" in text and "no_sync" in text
+    zero1 = parallel.plan("llama-3-70b", "h100", 256, 2 * 2**20, 8192, tp=8, zero=1, sequence_parallel=True,
+                          calibrated=True)
+    per_gpu = zero1.microbatch_tokens / (zero1.tp * zero1.pp)
+    assert zero1.microbatches == 8 and per_gpu == 1024
+    b_star = parallel.dp_critical_batch(32, H100.peak("bf16"), 50e9, grad_bytes=2 / 8)
+    assert per_gpu < b_star == pytest.approx(31 / 32 * 989e12 / 50e9 / 8)
+
+
+def test_an_mfu_above_100_percent_is_explained_where_it_is_shown():
+    # L14-7 and the learner: the ZeRO table prints 101.7% with no word. The MFU counts attention in full (PaLM),
+    # the kernels run it causally; counted causally, or as HFU, the bound is under the peak
+    from roofkit.perf import training
+
+    M = models.get("llama-3-70b")
+    zero1 = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, zero=1, sequence_parallel=True)
+    causal = training.flops_per_token(M.params, M.layers, M.heads, M.head_dim, 8192, causal=True) * 4 * 2**20
+    assert zero1.mfu > 1 > training.mfu(causal, zero1.step_time_s, H100.peak("bf16"), 1024) and zero1.hfu < 1
+    near = _cell_after(_text(), "print(zero_plans[1].warnings[-1])")
+    assert "in full" in near and "causal mask" in near and "HFU" in near
+
+
+def test_two_mfus_of_one_run_are_told_apart():
+    # learner: section 9 printed 56.7% and 40.5% for the CP 16 run. Both are printed now, each with its count
+    from roofkit.perf import training
+    from roofkit.perf.parallel import published
+
+    run = _llama3_runs()[2]
+    plan = published.predict(run, calibrated=True)
+    causal = training.mfu(published.flops_per_step(run, "roofkit-causal"), plan.step_time_s, H100.peak("bf16"),
+                          plan.gpus)
+    assert plan.mfu == pytest.approx(0.567, abs=0.002) and causal == pytest.approx(0.405, abs=0.002)
+    near = _cell_after(_text(), 'published.flops_per_step(run, "roofkit-causal")', 600)
+    assert "with attention in full" in near and "under the causal mask" in near
+
+
+def test_per_step_is_roofkit_s_policy_and_meta_sharded_its_gradients():
+    # L14-8: Llama 3 (section 3.3.2) "shards optimizer states and gradients"; roofkit's per-step keeps gradients
+    # whole: about 6.3 GB per GPU for the 405B layout at 8K GPUs (TP 8 x PP 16), 0.1 GB sharded over DP 64
+    N = models.get("llama-3.1-405b").params / (8 * 16)
+    whole = parallel.state_bytes(N, 64, 3, policy="per-step")["grads"]
+    sharded = parallel.state_bytes(N, 64, 2)["grads"]
+    assert whole == pytest.approx(6.3e9, rel=0.01) and sharded == pytest.approx(0.1e9, rel=0.02)
+    text = _text()
+    assert "which is what Meta did" not in text and "FSDP's per-step policy" not in text
+    assert "shards optimizer states and gradients" in text and "roofkit's name for the third" in text
+
+
+def test_the_across_nodes_figure_points_to_the_right_exercise():
+    # L14-9: exercise 1 is for B200s (about 5,581); the H100 figure across nodes is the book's 2,475
+    text = _text()
+    assert "it is about 2,475 (exercise 1)" not in text and "for\nB200s" in text.replace("for B200s", "for\nB200s")
+    assert key("l14.ex-critical-batch-nodes") == pytest.approx(5581, rel=0.001)
+
+
+def test_nvl72_per_gpu_figure_is_nvlink5_s_and_its_nic_is_400g():
+    # L14-10: the rack's 130 TB/s is 129.6 rounded; one GPU sends NVLink 5's 900 GB/s. U-4: GB200 NVL72 compute
+    # trays carry 4 ConnectX-7 400G NICs for 4 GPUs (NVIDIA DGX GB200 user guide, "Hardware"); 800G is GB300's
+    from roofkit.catalogs import links
+
+    assert links.get("nvlink5").bandwidth == pytest.approx(900e9)
+    assert links.get("gb200-nvl72").bandwidth > links.get("nvlink5").bandwidth  # the rounded aggregate, divided
+    text = _text()
+    assert 'link_table(["gb200-nvl72", "ib-ndr"])' in text and '"ib-xdr"])' not in text
+    assert 'links.get("nvlink5")' in text
+    assert "each sending 900 GB/s per direction" not in text and "ConnectX-7" in text
+
+
+def test_the_memory_bound_says_which_implementations_it_bounds():
+    # L14-11: FP8 activation storage (DeepSeek-V3, section 3.3) or CPU offload keep less than roofkit's least
+    text = _text()
+    assert "fits no implementation that keeps its activations so" in text and "a bound: a layout" not in text
+
+
+def test_three_latency_bound_sizes_of_one_node_are_reconciled():
+    # learner: 2.16 MB (the formula), 1.1 MB (lesson 13), 8.66 MB (the plot) for one H100 node, unexplained. Each is
+    # another collective: the α-β ring; the ring with LL (half the bandwidth); NVLS, whose exact crossing is the dot
+    import numpy as np
+
+    from roofkit.catalogs import links
+    from roofkit.plots import parallel as pp
+
+    node = links.get("hgx-h100")
+    ring = comms.latency_bound_size("all-reduce", 8, node.latency, node.bandwidth)
+    decode = comms.all_reduce(models.get("llama-3-70b").d_model * 2, 8, node)
+    nvls = comms.all_reduce(1e9, 8, node, "nvls")
+    assert ring == pytest.approx(8 * 0.6e-6 * 450e9)
+    assert decode.protocol == "LL" and decode.latency_bound_below_bytes == pytest.approx(ring / 2)
+    assert nvls.latency_bound_below_bytes == pytest.approx(25e-6 * 450e9, rel=0.01)
+    star = pp.Curve("hgx-h100", 8, algorithm="auto").latency_bound_below("all-reduce", np.geomspace(1e3, 1e10, 49))
+    assert star == pytest.approx(nvls.latency_bound_below_bytes, rel=1e-4)  # the dot: no longer a grid point
+    text = _text()
+    assert "One node, three latency-bound sizes" in text and "lesson 13" in _cell_after(text, "One node, three", 400)
+
+
+def test_flashattention_backward_is_sourced_and_shown():
+    # learner: "FlashAttention's backward at 2.5 times its forward" had no source. FlashAttention-2 (arXiv:2307.08691,
+    # section 4.1): 2 matmuls forward, 5 backward (4 gradients and the recomputed scores)
+    from roofkit.perf import steptime
+
+    forward = steptime.layer_kernels(models.get("llama-3-70b"), 1, 8192, tp=8)
+    ratios = {f.name: b.flops / f.flops for f, b in zip(forward, steptime.backward_kernels(forward))}
+    assert ratios["attn"] == pytest.approx(5 / 2) and ratios["qkv"] == pytest.approx(2)
+    assert "arXiv:2307.08691" in _text() and "five matmuls" in _text()
+
+
+def test_a_plan_s_step_is_rebuilt_from_its_parts():
+    # learner: parallel.plan's step times were a black box. The lesson rebuilds the calibrated one
+    from roofkit.perf import steptime
+
+    M = models.get("llama-3-70b")
+    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1, sequence_parallel=True,
+                         calibrated=True)
+    assert sum(plan.breakdown.values()) == pytest.approx(plan.step_time_s)
+    one = steptime.microbatch(M, "h100", 1, 8192, tp=8, calibrated=True, roofs_=steptime.Roofs(**plan.roofs))
+    stage = (M.layers * one.layer_s + one.head_s) / plan.pp
+    assert plan.compute_s == pytest.approx(plan.microbatches * stage)
+    waits = plan.communication["tp"]["exposed_s"]
+    assert plan.bubble_s == pytest.approx(parallel.bubble_time(plan.compute_s + waits, plan.pp, plan.microbatches))
+    assert "How a plan's step is built" in _text()

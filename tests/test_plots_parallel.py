@@ -1,6 +1,7 @@
 """roofkit.plots_parallel draws what comms and parallel compute: the lines, dots and bars are read back
 from the figures and compared with the numbers they stand for; bad input is one clear error."""
 
+import numpy as np
 import pytest
 
 from roofkit.perf import comms, parallel
@@ -49,17 +50,32 @@ def test_the_latency_bound_dot_sits_where_the_latency_stops_outweighing_the_tran
     fig = pp.collective_plot("all-reduce", [("hgx-h100", 8)])
     (dot,) = _by_gid(fig.axes[0], "latency-bound size")
     (S,), (t,) = dot.get_data()
-    line = _by_gid(fig.axes[0], "collective-time")[0]
-    sizes = list(line.get_xdata())
-    after = sizes[sizes.index(S) + 1]
-    # at the dot the best protocol's latency still outweighs its transfer; one grid step later it does not
-    assert comms.all_reduce(S, 8, "hgx-h100").latency_bound and not comms.all_reduce(after, 8, "hgx-h100").latency_bound
+    # the dot is the exact crossing, not the last grid point before it (the learner's report compared 8.66 MB on
+    # the plot with n α β: a grid point stands for nothing)
+    assert comms.all_reduce(S * (1 - 1e-5), 8, "hgx-h100").latency_bound
+    assert not comms.all_reduce(S * (1 + 1e-5), 8, "hgx-h100").latency_bound
     assert t == pytest.approx(comms.all_reduce(S, 8, "hgx-h100").time_s)
-    band = _by_gid(fig.axes[0], "latency-bound region")[0]
-    assert max(band.get_xdata()) <= S  # the band covers only the latency-bound sizes
-    # with LL's latency per step and its half of the bandwidth, the crossing is at n α β / 0.5 for a ring
+    # with Simple's latency per step and all the bandwidth, the crossing is between n α β (LL's) and n α_Simple β
     node = links.get("hgx-h100")
     assert 8 * node.latency * node.bandwidth < S < 8 * 3.4e-6 * node.bandwidth
+
+
+def test_the_bands_cover_exactly_the_latency_bound_sizes():
+    # a protocol or algorithm switch trades latency for bandwidth: the band has gaps, and each band is latency-bound
+    fig = pp.collective_plot("all-reduce", [("hgx-h100", 8, "auto")])
+    bands = _by_gid(fig.axes[0], "latency-bound region")
+    ranges = pp.Curve("hgx-h100", 8, algorithm="auto").latency_bound_ranges("all-reduce", np.geomspace(1e3, 1e10, 49))
+    assert len(bands) == len(ranges) > 1
+    for band, (start, end) in zip(bands, ranges):
+        sizes = band.get_xdata()
+        assert sizes[0] == pytest.approx(start) and sizes[-1] == pytest.approx(end)
+        assert all(comms.all_reduce(x, 8, "hgx-h100", "auto").latency_bound for x in sizes[1:-1])
+    for (_, end), (start, _) in zip(ranges, ranges[1:]):  # between two bands: not latency-bound
+        middle = (end * start) ** 0.5
+        assert not comms.all_reduce(middle, 8, "hgx-h100", "auto").latency_bound
+    (dot,) = _by_gid(fig.axes[0], "latency-bound size")
+    nvls = comms.all_reduce(1e9, 8, "hgx-h100", "nvls")  # the largest latency-bound size: NVLS's own crossing
+    assert dot.get_xdata()[0] == pytest.approx(nvls.latency_bound_below_bytes, rel=1e-4)
 
 
 def test_hierarchical_curves_have_their_own_s_star():
@@ -67,7 +83,7 @@ def test_hierarchical_curves_have_their_own_s_star():
     sizes = [1e3 * 10 ** (k / 4) for k in range(29)]
     star = curve.latency_bound_below("all-reduce", sizes)
     hierarchical = lambda S: comms.hierarchical("all-reduce", S, 8, 16, "hgx-h100", "ib-ndr", algorithm="ring")  # noqa
-    assert hierarchical(star).latency_bound and not hierarchical(sizes[sizes.index(star) + 1]).latency_bound
+    assert hierarchical(star * (1 - 1e-5)).latency_bound and not hierarchical(star * (1 + 1e-5)).latency_bound
     assert curve.times("all-reduce", [star, 1e9]) == pytest.approx([hierarchical(star).time_s, hierarchical(1e9).time_s])
     assert "16 nodes of 8" in curve.title() and "InfiniBand NDR" in curve.title()
     assert "NCCL's fastest" in pp.Curve("hgx-h100", 8, algorithm="auto").title()

@@ -24,6 +24,7 @@ on ``ax=`` when given.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import InvalidValue
@@ -73,13 +74,47 @@ class Curve:
 
         return np.array([self.result(collective, float(s)).time_s for s in np.asarray(sizes, dtype=float)])
 
-    def latency_bound_below(self, collective: str, sizes) -> float:
-        """The size below which the latency terms outweigh the transfer (the largest size where they do)."""
+    def _bound(self, collective: str, size: float) -> bool:
+        return self.result(collective, size).latency_bound
+
+    def _crossing(self, collective: str, inside: float, outside: float, steps: int = 40) -> float:
+        """The last size from ``inside`` toward ``outside`` with the verdict of ``inside`` (bisected, log scale)."""
+        verdict = self._bound(collective, inside)
+        near, far = math.log(inside), math.log(outside)
+        for _ in range(steps):
+            if abs(far - near) < 1e-6:  # a relative precision of 0.0001%
+                break
+            mid = (near + far) / 2
+            if self._bound(collective, math.exp(mid)) == verdict:
+                near = mid
+            else:
+                far = mid
+        return math.exp(near)
+
+    def latency_bound_ranges(self, collective: str, sizes) -> list:
+        """[(from, to)]: the sizes whose latency terms outweigh the transfer, each edge found exactly.
+
+        A curve whose algorithm changes with the size ('auto') may be latency-bound in more than one range:
+        NCCL's tree below a megabyte or so, then NVLS, whose switch latency is larger, past its own switch.
+        """
         import numpy as np  # deferred: numpy costs ~0.1 s at import
 
-        sizes = np.asarray(sizes, dtype=float)
-        bound = [s for s in sizes if self.result(collective, float(s)).latency_bound]
-        return float(max(bound)) if bound else float(sizes.min()) / 2
+        sizes = [float(s) for s in np.asarray(sizes, dtype=float)]
+        flags = [self._bound(collective, s) for s in sizes]
+        ranges, start = [], None
+        for i, (size, flag) in enumerate(zip(sizes, flags)):
+            if flag and start is None:
+                start = size if i == 0 else self._crossing(collective, size, sizes[i - 1])
+            if flag and (i + 1 == len(sizes) or not flags[i + 1]):
+                end = size if i + 1 == len(sizes) else self._crossing(collective, size, sizes[i + 1])
+                ranges.append((start, end))
+                start = None
+        return ranges
+
+    def latency_bound_below(self, collective: str, sizes) -> float:
+        """S*: the largest size at which the latency terms still outweigh the transfer (exact, not a grid point)."""
+        ranges = self.latency_bound_ranges(collective, sizes)
+        return ranges[-1][1] if ranges else float(min(sizes)) / 2
 
     def title(self) -> str:
         from ..catalogs import links  # deferred: only the link table and the collectives read the link catalog
@@ -124,8 +159,10 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
 
     Each curve is ``(link, gpus)`` (one NVLink domain, or one network) or
     ``(intra, inter, gpus_per_node, nodes)`` (hierarchical, :func:`roofkit.comms.hierarchical`).
-    Left of its dot, S < S*, the α terms are the larger part of the time: the
-    latency-bound region, drawn as a broad band under the line. Log-log axes, S in bytes.
+    Where the α terms are the larger part of the time, the line carries a broad band: the
+    latency-bound region, its edges found exactly (:meth:`Curve.latency_bound_ranges`). The dot is
+    S*, the largest size still latency-bound; below it a curve whose algorithm changes with the size
+    ('auto') may leave the band and come back. Log-log axes, S in bytes.
     """
     import numpy as np  # deferred: numpy costs ~0.1 s at import
     from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
@@ -146,13 +183,15 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
     for i, curve in enumerate(chosen):
         colour = style.CYCLE[i % len(style.CYCLE)]
         times = curve.times(name, S)
-        star = curve.latency_bound_below(name, S)
+        ranges = curve.latency_bound_ranges(name, S)
         ax.plot(S, times, color=colour, lw=1.6, gid="collective-time", label=curve.title())
-        bound = S <= star  # the latency-bound part, under a highlighter band
-        if bound.any():
-            ax.plot(S[bound], times[bound], color=colour, lw=7, alpha=0.18, solid_capstyle="butt",
+        for start, end in ranges:  # each latency-bound range, under a highlighter band
+            inside = S[(S > start) & (S < end)]
+            edge = np.concatenate([[start], inside, [end]])
+            ax.plot(edge, curve.times(name, edge), color=colour, lw=7, alpha=0.18, solid_capstyle="butt",
                     gid="latency-bound region")
-        if lo < star < hi:
+        star = ranges[-1][1] if ranges else None
+        if star is not None and lo < star < hi:
             t_star = float(curve.times(name, [star])[0])
             ax.plot([star], [t_star], "o", color=colour, ms=6, gid="latency-bound size")
             ax.annotate(f"S* = {_bytes(star)}", (star, t_star), xytext=(-6, 7), textcoords="offset points",
@@ -169,7 +208,8 @@ def collective_plot(collective="all-reduce", curves=(("hgx-h100", 8),), sizes=(1
     ax.grid(True, which="major", color=style.GRID, lw=0.6)
     ax.set_title(title or f"{name}: T = steps·α + f·S/β, the best protocol at each size")
     ax.legend(loc="upper left", fontsize=style.SIZE["small"], framealpha=0.9,
-              title="broad band: latency-bound, S < S* (the α terms outweigh S/β)", title_fontsize=style.SIZE["small"])
+              title="broad band: latency-bound (the α terms outweigh S/β); dot: S*, the largest such S",
+              title_fontsize=style.SIZE["small"])
     return ax.figure
 
 
@@ -189,13 +229,19 @@ def _plans(plans) -> list:
     return chosen
 
 
-def _finish(ax, title: str, ncols: int, pad: int):
-    """A bar chart's light vertical grid, its legend above the bars, its title; the figure."""
+def _headed_legend(ax, title: str, ncols: int):
+    """The legend above the bars with ``title`` as its heading: one block, so neither can cover the other."""
+    legend = ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=style.SIZE["small"], frameon=False,
+                       ncols=ncols, borderaxespad=0.3, title=title, title_fontsize=style.SIZE["label"],
+                       alignment="left", borderpad=0.0)
     ax.grid(True, axis="x", color=style.GRID, lw=0.6)
     ax.set_axisbelow(True)
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=style.SIZE["small"], frameon=False, ncols=ncols,
-              borderaxespad=0.2)
-    ax.set_title(title, loc="left", fontsize=style.SIZE["label"], pad=pad)
+    return legend
+
+
+def _finish(ax, title: str, ncols: int):
+    """A bar chart's light vertical grid, its legend above the bars headed by its title; the figure."""
+    _headed_legend(ax, title, ncols)
     return ax.figure
 
 
@@ -240,7 +286,7 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
         ax.set_xlabel("share of the step")
     else:
         ax.set_xlabel("time per step (s)")
-    return _finish(ax, title or "Where a training step's time goes", ncols=4, pad=22)
+    return _finish(ax, title or "Where a training step's time goes", ncols=4)
 
 
 def memory_plot(plans, labels=None, ax=None, title=None):
@@ -287,7 +333,7 @@ def memory_plot(plans, labels=None, ax=None, title=None):
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
     parts = len(ax.get_legend_handles_labels()[1])
-    return _finish(ax, title or "What each GPU holds", ncols=2 if parts <= 4 else 3, pad=34)
+    return _finish(ax, title or "What each GPU holds", ncols=2 if parts <= 4 else 3)
 
 
 def plan_table(plans, labels=None) -> str:
@@ -411,7 +457,7 @@ class PlanBars:
         memory_ax.set_xticks([0, 0.5, 1.0, 1.5, 2.0])
         memory_ax.xaxis.set_major_formatter(PercentFormatter(1.0))
         memory_ax.set_xlabel("memory per GPU (share of the accelerator's)")
-        _finish(memory_ax, "memory per GPU", ncols=3, pad=34)
+        _headed_legend(memory_ax, "memory per GPU", ncols=3)
         self.step = [step_ax.barh([0], [0.0], color=colour, hatch=hatch, edgecolor="white", height=0.6, label=label,
                                   gid=attribute)[0] for attribute, label, colour, hatch in STEP_PARTS]
         self.step_text = step_ax.text(1.01, 0, "", va="center", fontsize=style.SIZE["small"])
@@ -420,7 +466,7 @@ class PlanBars:
         step_ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         step_ax.xaxis.set_major_formatter(PercentFormatter(1.0))
         step_ax.set_xlabel("share of the step")
-        _finish(step_ax, "where a step's time goes", ncols=2, pad=34)
+        _headed_legend(step_ax, "where a step's time goes", ncols=2)
         self.artists += [*self.step, self.total, self.step_text]
         self.memory_ax, self.step_ax = memory_ax, step_ax
         if capacity_bytes:

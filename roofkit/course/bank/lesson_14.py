@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ...perf import comms, parallel, steptime, training
+from ...perf import comms, nccl, parallel, steptime, training
 from ...catalogs import hardware, links, models
 from ...errors import RoofkitError
 from ..quiz import Misconception, Question, register
@@ -179,20 +179,30 @@ def _other_layout(letter, fits):
     return value
 
 
-def _slices_facts() -> dict:
-    """GPT-3 175B's parameter tensors, how many DeepSpeed gathers every pass, and the per-kernel floor (A100)."""
-    tensors = models.get("gpt-3-175b").parameter_tensors()
+_SLICES_MODEL = "llama-3-70b"  # the model of l14.zero3-slices: not one of the lesson's table of DeepSpeed's runs
+
+
+def _slices_facts(model=_SLICES_MODEL) -> dict:
+    """A model's parameter tensors, how many DeepSpeed gathers every pass, and the per-kernel floor (A100)."""
+    tensors = models.get(model).parameter_tensors()
     large = sum(x >= parallel.PERSISTENCE_THRESHOLD for x in tensors)
     return {"tensors": len(tensors), "large": large, "small": len(tensors) - large,
             "floor_us": steptime.roofs("a100", calibrated=True).floor_s * 1e6}
 
 
-def _slices_s(gpus, recompute="full", ops=None, per_rank=True):
-    """Seconds a step of DeepSpeed's 2021 ZeRO-3 spends on the ranks' slices of GPT-3 175B's list collectives
+def _slices_s(gpus, recompute="full", ops=None, per_rank=True, model=_SLICES_MODEL):
+    """Seconds a step of DeepSpeed's 2021 ZeRO-3 spends on the ranks' slices of ``model``'s list collectives
     (:func:`roofkit.parallel.sharding.list_slices`; ``recompute``, ``ops``, ``per_rank``: the mistakes)."""
-    slices = parallel.list_slices(models.get("gpt-3-175b").parameter_tensors(), gpus, recompute=recompute,
+    slices = parallel.list_slices(models.get(model).parameter_tensors(), gpus, recompute=recompute,
                                   gather_api="list")
-    return slices / (1 if per_rank else gpus) * (ops or parallel.OPS_PER_SLICE) * _slices_facts()["floor_us"] * 1e-6
+    return slices / (1 if per_rank else gpus) * (ops or parallel.OPS_PER_SLICE) * _slices_facts(model)["floor_us"] \
+        * 1e-6
+
+
+def _zero3_traffic(microbatches, recompute="full", policy=None):
+    """Bytes each GPU sends per step under ZeRO-3 over plain data parallelism's (ring collectives, many GPUs)."""
+    return (parallel.sync_volume(3, 64, microbatches, policy, recompute)
+            / parallel.sync_volume(0, 64, microbatches))
 
 
 def _fit_beta(small_bytes, small_us, large_bytes, large_us):
@@ -376,43 +386,51 @@ register(
         id="l14.zero3-traffic",
         lesson="14",
         kind="numeric",
-        prompt=("With ZeRO-3 (FSDP) under its full-shard policy (FSDP's FULL_SHARD, DeepSpeed's ZeRO-3: free the "
-                "gathered weights after each layer's forward) and {microbatches} micro-batches per step, each "
-                "micro-batch all-gathers the weights in its forward pass, all-gathers them again in its backward "
-                "pass, and reduce-scatters its gradients. Plain data parallelism all-reduces the gradients once per step. How many times "
-                "more bytes does each GPU send per step with ZeRO-3? (Ring collectives, many GPUs.)"),
-        params={"microbatches": 6},
-        key=lambda microbatches: parallel.sync_volume(3, 64, microbatches) / parallel.sync_volume(0, 64, microbatches),
+        prompt=("ZeRO-3 (FSDP) under its full-shard policy frees the gathered weights after each layer's forward "
+                "and gathers them again for its backward, in each of the {microbatches} micro-batches of a step, "
+                "and reduce-scatters each micro-batch's gradients. Now the run also recomputes its activations in "
+                "full: before each micro-batch's backward pass it runs the forward pass again, to rebuild the "
+                "activations it did not keep, and that forward needs the weights too. How many times more bytes "
+                "than plain data parallelism (one all-reduce of the gradients per step) does each GPU send per "
+                "step? (Ring collectives, many GPUs.)"),
+        params={"microbatches": 12},  # not 6, the printout's: its shard-grad-op line reads 12, this key at 6
+        key=lambda microbatches: _zero3_traffic(microbatches),
         unit="dimensionless",
         rtol=0.01,
         hints=("In a ring, an all-reduce is a reduce-scatter followed by an all-gather: it sends twice what one "
                "of them sends.",
-               "Count the all-gathers and reduce-scatters of the whole step, micro-batch by micro-batch."),
+               "Count the weight gathers of one micro-batch: one for each pass over the layers that needs the "
+               "weights, and the recomputed forward is one of them."),
         misconceptions=(
-            Misconception("forward-only", "You gathered the weights once per micro-batch. ZeRO-3 frees them "
-                                          "after the forward pass and gathers them again for the backward.",
+            Misconception("no-recompute", "That is full-shard without recomputation, the figure printed above. "
+                                          "The recomputed forward pass needs the weights as well: a third "
+                                          "all-gather in every micro-batch.",
+                          answer=lambda microbatches: _zero3_traffic(microbatches, recompute="none")),
+            Misconception("forward-only", "You gathered the weights once per micro-batch. Full-shard frees them "
+                                          "after every pass over the layers and gathers them again for the next.",
                           answer=lambda microbatches: microbatches),
             Misconception("same-as-dp", "Stages 1 and 2 send what plain data parallelism sends; stage 3 adds "
                                         "the weight gathers, for every micro-batch.", answer=lambda microbatches: 1),
-            Misconception("per-step", "That gathers twice per step. With ZeRO-3 the weights are gathered (and "
-                                      "the gradients scattered) for every micro-batch.",
-                          answer=lambda microbatches: parallel.sync_volume(3, 64) / parallel.sync_volume(0, 64)),
+            Misconception("per-step", "That is one micro-batch's traffic. Full-shard gathers the weights (and "
+                                      "scatters the gradients) in every micro-batch of the step.",
+                          answer=lambda microbatches: _zero3_traffic(1)),
         ),
-        variants={"microbatches": (2, 3, 4, 8, 16)},
+        variants={"microbatches": (3, 4, 5, 8, 16)},  # not 2: one micro-batch's traffic would be the forward-only slip
     ),
     Question(
         id="l14.zero3-slices",
         lesson="14",
         kind="numeric",
-        prompt=("In 2021 DeepSpeed's ZeRO-3 gathered and reduce-scattered each parameter tensor with its own call to "
-                "the list forms of PyTorch's all_gather and reduce_scatter, which handle every rank's slice on its "
-                "own: a view made in Python and a copy, two operations of about {floor_us:.1f} µs each (the "
-                "per-kernel floor of lesson 11). GPT-3 175B has {tensors:,} parameter tensors. {large} of them hold "
-                "100,000 elements or more: with full recomputation each is gathered three times a step (forward, "
-                "recomputed forward, backward) and reduce-scattered once. The other {small} stay gathered: each is "
-                "reduce-scattered once and gathered again after the optimizer step. On {gpus:,} GPUs, how many "
-                "seconds of each step go to these slices?"),
-        params={"gpus": 1536, **_slices_facts()},
+        prompt=("DeepSpeed's ZeRO-3 of 2021 gathered and reduce-scattered each parameter tensor with its own call "
+                "to the list forms of PyTorch's all_gather and reduce_scatter, which handle every rank's slice on "
+                "its own: a view made in Python and a copy, two operations of about {floor_us:.1f} µs each (the "
+                "per-kernel floor of lesson 11). Had Llama 3 70B been trained with it, data parallelism alone on "
+                "{gpus:,} A100s with full recomputation, one micro-batch a step: its {tensors:,} parameter tensors "
+                "(roofkit.model('llama-3-70b').parameter_tensors()) are {large} of 100,000 elements or more, each "
+                "gathered three times a step (forward, recomputed forward, backward) and reduce-scattered once, "
+                "and {small} smaller ones that stay gathered, each reduce-scattered once and gathered again after "
+                "the optimizer step. How many seconds of each step would go to these slices?"),
+        params={"gpus": 2048, **_slices_facts()},  # at 1,024 the key is 18.1 s, a published step printed above
         key=lambda gpus, **_: _slices_s(gpus),
         unit="s",
         rtol=0.005,
@@ -429,7 +447,7 @@ register(
                                          "gathered three times a step, not two.",
                           answer=lambda gpus, **_: _slices_s(gpus, recompute="none")),
         ),
-        variants={"gpus": (512, 2048, 3072)},
+        variants={"gpus": (512, 4096, 8192)},  # keys 9.05, 72.4, 145 s: none a step the lesson prints before
     ),
     Question(
         id="l14.tp-critical-degree",
@@ -629,24 +647,31 @@ Question(
         id="l14.nccl-share",
         lesson="14",
         kind="numeric",
-        prompt=("nccl-tests' all_reduce_perf with the ring algorithm (NCCL_ALGO=Ring) on the 8 GPUs of one HGX "
-                "H100 node reaches a bus bandwidth (busbw) of {busbw} GB/s on large buffers. What share of the "
-                "line rate of one GPU's NVLink, in one direction, is that? (A fraction: 0.5 for 50%.)"),
-        params={"busbw": 370},
-        key=lambda busbw: busbw * 1e9 / links.get("nvlink4").bandwidth,
+        prompt=("nccl-tests' all_reduce_perf with NVLink SHARP (NCCL_ALGO=NVLS) on the {gpus} GPUs of one "
+                "'{link}' node reaches a bus bandwidth (busbw) of {busbw} GB/s on large buffers. What share of "
+                "NVLS's own bound is that: the busbw an NVLS all-reduce would print at the line rate of one GPU's "
+                "NVLink in one direction (roofkit.links.get('{link}').bandwidth), latency left out? (A fraction: "
+                "0.5 for 50%.)"),
+        params={"busbw": 480, "gpus": 8, "link": "hgx-h100"},
+        key=lambda busbw, gpus, link: busbw * 1e9 / _nvls_bound_busbw(link, gpus),
         unit="dimensionless",
         rtol=0.01,
-        hints=("For a bandwidth-bound ring, busbw is what each GPU sends per second in one direction.",
-               "NVIDIA's 900 GB/s adds the two directions."),
+        hints=("NVLS's bound is the question before this one: each GPU sends its buffer once, at the line rate.",
+               "nccl-tests multiplies the algorithm bandwidth by 2(n-1)/n for every all-reduce, NVLS included: "
+               "compare busbw with busbw."),
         misconceptions=(
-            Misconception("both-directions", "You divided by NVLink's both-directions figure; busbw is one "
-                                             "direction's.", scale=0.5),
-            Misconception("algbw", "You turned busbw back into algbw first. busbw already counts what each GPU "
-                                   "sends: compare it with the link as it is.",
-                          answer=lambda busbw: busbw * 1e9 / comms.bus_factor("all-reduce", 8)
-                          / links.get("nvlink4").bandwidth),
+            Misconception("line-rate", "You compared NVLS's busbw with the line rate, as for a ring. nccl-tests "
+                                       "multiplies every all-reduce's algbw by 2(n-1)/n; NVLS sends each buffer "
+                                       "once, so at the line rate its busbw would be 2(n-1)/n times the line rate.",
+                          answer=lambda busbw, gpus, link: busbw * 1e9 / links.get(link).bandwidth),
+            Misconception("both-directions", "You used NVLink's both-directions figure; each GPU sends one way, at "
+                                             "half of it.", scale=0.5),
+            Misconception("over-the-ring", "That is NVLS over the ring's measured busbw: how much NVLS gains on the "
+                                           "ring, not how close it comes to its own bound.",
+                          answer=lambda busbw, gpus, link: busbw * 1e9 / nccl.effective_bandwidth(links.get(link),
+                                                                                                  gpus)),
         ),
-        variants={"busbw": (340, 355, 385, 400)},
+        variants={"busbw": (440, 460, 500, 520)},
     ),
     Question(
         id="l14.nvls-bound-busbw",
