@@ -143,6 +143,9 @@ def test_memory_bars_are_the_plans_memory(plans):
     texts = [t.get_text() for t in ax.texts]
     assert any(t.startswith(f"{plans[0].memory_per_gpu_bytes / 1e9:.3g} GB does not fit") for t in texts), texts
     assert any(t.startswith(f"{plans[1].memory_per_gpu_bytes / 1e9:.3g} GB fits") for t in texts), texts
+    # the line is the memory the card reports, and says so (not the datasheet's name for the card alone)
+    usable = f"{hardware.get('h100').capacity_bytes / 1e9:.3g} GB per GPU, as the card reports it"
+    assert any(usable in t for t in texts), texts
 
 
 def test_one_plan_alone_and_on_a_given_axes():

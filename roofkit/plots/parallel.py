@@ -319,8 +319,11 @@ def memory_plot(plans, labels=None, ax=None, title=None):
         from ..catalogs import hardware  # deferred: the hardware catalog imports numpy at its top
 
         acc = hardware.get(chosen[0].accelerator)
-        style.limit_line(ax, capacity / 1e9, acc.name.removeprefix(acc.vendor + " "), y=len(chosen) - 0.45,
-                         gid="capacity")
+        reported = acc.usable_memory_bytes is not None and abs(capacity - acc.usable_memory_bytes) < 1
+        label = (f"{capacity / 1e9:.3g} GB per GPU, as the card reports it" if reported
+                 else f"{capacity / 1e9:.3g} GB per GPU (datasheet)")
+        style.limit_line(ax, capacity / 1e9, f"{acc.name.removeprefix(acc.vendor + ' ')}: {label}",
+                         y=len(chosen) - 0.45, gid="capacity")
     for y, p, total, estimate in zip(rows, chosen, left, estimates):
         verdict = "" if p.fits is None else (" fits" if p.fits else " does not fit")
         more = f"; estimate {estimate:.3g}" if estimate > total * 1.001 else ""
