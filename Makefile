@@ -23,6 +23,7 @@ help:
 	@echo "make site   render the course as static HTML in _site/"
 
 $(STAMP): pyproject.toml
+	@echo "Setting up .venv with roofkit, JupyterLab and the test tools (first time only: about 2 minutes)..."
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "roofkit needs Python 3.11 or newer; this is " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -44,12 +45,15 @@ ifeq ($(shell id -u),0)
 LAB_ARGS += --allow-root
 endif
 
-# The course's JupyterLab settings (jupyterlab-settings/overrides.json: no "Jupyter news" prompt) and the
-# notebook it opens on. tests/browser/conftest.py starts JupyterLab with the same LAB_FLAGS.
+# The course's JupyterLab settings (jupyterlab-settings/overrides.json: no "Jupyter news" prompt; answer boxes
+# saved with the notebook) and the notebook it opens on: the learner's own copy in my-notebooks/, which
+# `roofkit workspace` makes from notebooks/ and git ignores, so running a lesson changes nothing git tracks.
+# tests/browser/conftest.py starts JupyterLab with the same LAB_FLAGS.
 LAB_FLAGS := --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=. "--LabApp.app_settings_dir=$(CURDIR)/jupyterlab-settings" \
-             --LabApp.default_url=/lab/tree/notebooks/00-start-here.ipynb
+             --LabApp.default_url=/lab/tree/my-notebooks/00-start-here.ipynb
 
 lab: $(STAMP)
+	@$(BIN)/roofkit workspace
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
 # The suite, in two pytest runs on two workers: first the unit, lesson, command line

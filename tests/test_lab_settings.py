@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -39,15 +40,22 @@ def lab_flags() -> list[str]:
 
 
 def test_make_lab_uses_the_flags():
-    recipe = re.search(r"^lab:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M)
+    recipe = re.search(r"^lab:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
     assert recipe and "jupyter lab $(LAB_FLAGS)" in recipe.group(1), recipe and recipe.group(1)
 
 
-def test_make_lab_opens_the_first_notebook():
+def test_make_lab_opens_the_first_notebook_in_the_learners_own_copy(tmp_path):
     flags = dict(f.split("=", 1) for f in lab_flags() if "=" in f)
     url = flags["--LabApp.default_url"]
-    assert url == "/lab/tree/notebooks/00-start-here.ipynb"
-    assert (ROOT / url.removeprefix("/lab/tree/")).exists()
+    assert url == "/lab/tree/my-notebooks/00-start-here.ipynb"
+    recipe = re.search(r"^lab:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert recipe.index("roofkit workspace") < recipe.index("jupyter lab")  # the copy is made first
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    from roofkit.course import workspace
+
+    workspace.prepare(tmp_path)
+    assert (tmp_path / url.removeprefix("/lab/tree/")).exists()
+    assert "/my-notebooks/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_the_overrides_turn_the_news_off_with_values_the_schema_accepts():

@@ -1,4 +1,5 @@
-"""roofkit build | roofkit site: lessons -> student and solution notebooks -> a static site."""
+"""roofkit build | roofkit site | roofkit workspace: lessons -> student and solution notebooks -> a static site;
+the learner's own copy of the student notebooks."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def cmd_site(args) -> None:
          [f"wrote {len(pages) - 1} lesson pages; open {pages[0]}"])
 
 
+def cmd_workspace(args) -> None:
+    from ..course.workspace import prepare  # deferred: loaded only when this command runs
+
+    prepared = prepare(args.root, args.folder)
+    emit(args, prepared.to_dict(), prepared.lines())
+
+
 def register(sub, common) -> None:
     build = sub.add_parser("build", help="lessons/ -> notebooks/ (student) and solutions/ (executed)", parents=[common])
     build.add_argument("--check", action="store_true",
@@ -51,3 +59,10 @@ def register(sub, common) -> None:
     site.add_argument("--out", default="_site", help="output folder (default _site)")
     site.add_argument("--root", default=".", help="the course folder holding solutions/ and notebooks/")
     site.set_defaults(func=cmd_site)
+
+    workspace = sub.add_parser("workspace", help="your own copy of the lessons in my-notebooks/ (git ignores it; "
+                               "`make lab` opens it): copies the lessons you have no copy of, keeps yours",
+                               parents=[common])
+    workspace.add_argument("--root", default=".", help="the course folder holding notebooks/ (default: here)")
+    workspace.add_argument("--folder", default="my-notebooks", help="where your copies live (default my-notebooks)")
+    workspace.set_defaults(func=cmd_workspace)

@@ -131,6 +131,9 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     for folder in ("notebooks", "solutions"):
         shutil.copytree(ROOT / folder, root / folder)
+    from roofkit.course import workspace
+
+    workspace.prepare(root)  # as `make lab` does before it starts JupyterLab: the learner's own copy
     # a learner's own settings start empty: the "no news" answer must come from the course (make lab's flags)
     settings = tmp_path_factory.mktemp("lab-settings")
     notebook = settings / "@jupyterlab" / "notebook-extension"
