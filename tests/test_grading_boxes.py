@@ -42,7 +42,7 @@ def type_in_box(qid: str, text: str) -> None:
 @pytest.fixture(scope="module")
 def class_release(tmp_path_factory):
     where = tmp_path_factory.mktemp("boxes")
-    (where / "roster.csv").write_text("id\nada\nbob\n", encoding="utf-8")
+    (where / "roster.csv").write_text("id\nada\nbob\ncy\ndee\n", encoding="utf-8")
     assign.main(["00"], name="hw1", out=where / "release", roster=where / "roster.csv",
                 secret_file=where / "secret.txt", root=ROOT)
     return where
@@ -119,7 +119,12 @@ def test_a_hand_in_answered_only_in_its_boxes_scores_what_the_boxes_showed(class
     # bob's editor kept no widget state: his boxes show in the outputs, their answers are gone
     nbformat.write(boxed_submission(class_release, "bob", keys_of(class_release, "bob"), keep_state=False),
                    tmp_path / "bob.ipynb")
-    grade.main([tmp_path / "ada.ipynb", tmp_path / "bob.ipynb"], out=tmp_path / "grades",
+    # cy hands in the notebook as it was given; dee copies the published solution's keys into her boxes
+    nbformat.write(nbformat.read(class_release / "release" / "students" / "cy" / "hw1.ipynb", as_version=4),
+                   tmp_path / "cy.ipynb")
+    published = {q: str(quiz.get(q).answer_key()) for q in keys}
+    nbformat.write(boxed_submission(class_release, "dee", published), tmp_path / "dee.ipynb")
+    grade.main([tmp_path / f"{s}.ipynb" for s in ("ada", "bob", "cy", "dee")], out=tmp_path / "grades",
                release=class_release / "release", secret_file=class_release / "secret.txt",
                progress=False)
     results = json.loads((tmp_path / "grades" / "results.json").read_text(encoding="utf-8"))
@@ -137,5 +142,13 @@ def test_a_hand_in_answered_only_in_its_boxes_scores_what_the_boxes_showed(class
     assert all("kept no answer in it" in q["reason"] for q in bob["questions"] if q["id"] in keys)
     page = (tmp_path / "grades" / "feedback" / "bob.html").read_text(encoding="utf-8")
     assert "write each answer in its answer cell" in page
+    cy = next(r for r in results["students"] if r["student"] == "cy")
+    assert any(n.startswith("nothing was answered: this is the notebook as it was handed out") for n in cy["notes"])
+    assert "as it was handed out" in (tmp_path / "grades" / "feedback" / "cy.html").read_text(encoding="utf-8")
+    dee = next(r for r in results["students"] if r["student"] == "dee")
+    differs = [q for q in keys if quiz.get(q).kind == "numeric" and dee["variant"].get(q)
+               and str(quiz.get(q).with_params(**dee["variant"][q]).answer_key()) != published[q]]
+    assert differs and all(any(f.startswith(f"{q}: the answer is the key of the published solution")
+                               for f in dee["flags"]) for q in differs)
     ada_page = (tmp_path / "grades" / "feedback" / "ada.html").read_text(encoding="utf-8")
     assert rows[wrong]["expected"] not in ada_page  # the key is the instructor's, not on a feedback page

@@ -409,3 +409,11 @@ def test_results_are_signed_and_checked(tmp_path):
     stored = results.read(path, key)
     assert stored.data is None and "signature" in stored.problem
     assert results.read(path, None).data["score"] == 9.0  # without a secret, results are not signed
+
+
+def test_a_result_numbers_cells_from_1_as_its_notes_do():
+    run = execute.Run(errors=[(0, "NameError: x")], interrupted=[2], stopped="stopped", stopped_at=3,
+                      probes=[(4, "answer_key")])
+    data = run.to_dict()
+    assert data["errors"] == [[1, "NameError: x"]] and data["interrupted"] == [3] and data["stopped_at"] == 4
+    assert data["probes"] == [[5, "answer_key"]] and run.notes()[0] == "cell 1 raised NameError"

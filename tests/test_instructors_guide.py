@@ -168,6 +168,7 @@ def test_your_own_questions_end_to_end(tmp_path):
         assert book["bob"]["hw2.ridge"] == "0.75" and book["ada"]["lesson hw2"] == "3"  # 3 of 4 cases
         page = (course / "grades" / "hw2" / "feedback" / "bob.html").read_text(encoding="utf-8")
         assert "That is the time to move its bytes" in page and "hidden case 2" in page and "123457" not in page
+        assert "✅ passed" in page and "❌ failed" in page  # in words too, for a page without an emoji font
     finally:
         bank.forget(course / "my-questions.py")
 

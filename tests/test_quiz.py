@@ -150,6 +150,27 @@ def test_the_hint_button_says_when_there_are_no_more_hints(monkeypatch):
     assert widget.hints.value.count("2n^3") == 1
 
 
+def test_the_hint_button_starts_at_the_first_hint_after_a_lessons_hint_cell(monkeypatch):
+    quiz.register(GEMM)
+    quiz._hints_shown.pop(GEMM.id, None)
+    assert "hint 1/2" in quiz.hint(GEMM.id)  # the lesson's own hint cell, run by Run All
+    widget = _widget(GEMM.id, monkeypatch)
+    widget.hint_button.click()
+    assert "hint 1/2" in widget.hints.value and not widget.hint_button.disabled
+
+
+def test_quiz_show_prints_the_question_as_the_notebook_asks_it(capsys):
+    from helpers import run, run_json
+
+    code, out, _ = run(capsys, "quiz", "show", "l03.ridge-bf16")
+    question = quiz.get("l03.ridge-bf16")
+    assert code == 0 and question.text() in out and question.unit in out
+    shown = run_json(capsys, "quiz", "show", "l00.work-or-rate")
+    assert shown["choices"] == list(quiz.get("l00.work-or-rate").choices) and shown["prompt"]
+    code, _, err = run(capsys, "quiz", "show", "l03.nope")
+    assert code == 2 and "l03.nope" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("answer", ["0.17", "0.2", "1/6", "0.17 FLOP/byte", "0.25", "lots", "17%"])
 def test_the_answer_box_gives_the_verdict_check_gives(answer, monkeypatch):
     widget = _widget("l02.vector-add", monkeypatch)

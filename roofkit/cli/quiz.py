@@ -1,4 +1,4 @@
-"""roofkit quiz list | check | hint: the course's self-checking questions from a terminal.
+"""roofkit quiz list | show | check | hint: the course's self-checking questions from a terminal.
 
 ``quiz check`` exits 0 when the answer is right, 1 when it is wrong (or not
 answered), and 2 when the answer cannot be read at all.
@@ -18,6 +18,21 @@ def cmd_list(args) -> None:
     items = [q.to_dict() for q in quiz.questions(args.lesson)]
     emit(args, {"questions": items},
          table([(q["id"], f"lesson {q['lesson']}, {q['kind']}, {q['points']:g} pt") for q in items]) or ["no questions"])
+
+
+def cmd_show(args) -> None:
+    from ..course import quiz  # deferred: loaded only when this command runs
+
+    question = quiz.get(args.id)
+    how = quiz.how_to_answer(question)
+    data = {**question.to_dict(), "prompt": question.text(), "unit": question.unit, "choices": list(question.choices),
+            "how_to_answer": how, "hints": len(question.hints)}
+    lines = [f"{question.id} (lesson {question.lesson}, {question.kind}, {question.points:g} pt)", question.text()]
+    lines += [f"choices: {', '.join(question.choices)}"] if question.choices else []
+    lines += [how] if how else []
+    lines.append(f"answer with: roofkit quiz check {question.id} \"your answer\"" if question.kind != "code" else
+                 f"answer from Python: check({question.id!r}, your_function)")
+    emit(args, data, lines)
 
 
 def cmd_check(args) -> None:
@@ -48,11 +63,15 @@ def cmd_hint(args) -> None:
 
 def register(sub, common) -> None:
     quiz = sub.add_parser("quiz", help="the course's self-checking questions", parents=[common])
-    quiz_sub = quiz.add_subparsers(dest="quiz_command", metavar="{list,check,hint}", parser_class=Parser)
+    quiz_sub = quiz.add_subparsers(dest="quiz_command", metavar="{list,show,check,hint}", parser_class=Parser)
     quiz_sub.required = True
     qlist = quiz_sub.add_parser("list", help="every question: id, lesson, kind, points", parents=[common])
     qlist.add_argument("--lesson", help="only this lesson's questions, e.g. 03")
     qlist.set_defaults(func=cmd_list)
+    qshow = quiz_sub.add_parser("show", help="a question's text as the lesson asks it: quiz show l03.ridge-bf16",
+                                parents=[common])
+    qshow.add_argument("id", help="question id (see quiz list)")
+    qshow.set_defaults(func=cmd_show)
     qcheck = quiz_sub.add_parser(
         "check", help="check an answer, e.g. quiz check l02.gemm-4096 1365 (exit 0 right, 1 wrong, 2 unreadable)",
         parents=[common])

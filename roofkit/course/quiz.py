@@ -882,6 +882,17 @@ def _box_is_graded(question_id: str, answer) -> str:
             f"cell instead: check({question_id!r}, {str(answer)!r}).")
 
 
+def how_to_answer(question: Question) -> str:
+    """The line under a numeric question's prompt that says in what unit to answer ("" for other kinds)."""
+    if question.kind != "numeric":
+        return ""
+    if question.unit in (None, "dimensionless"):
+        return "Answer as a plain number."
+    if question.unit == FACTOR_UNIT:
+        return "Answer as a factor: a plain number, or with x (1.5x)."
+    return f"Answer in {question.unit}, or with a unit of your own."
+
+
 def ask(question_id: str, **params):
     """Show a question with an answer box, a Check button and a Hint button (ipywidgets).
 
@@ -894,11 +905,7 @@ def ask(question_id: str, **params):
     from IPython.display import Markdown, display  # deferred: IPython costs ~70 ms at import
 
     choices = f"  \n*Choices: {', '.join(question.choices)}*" if question.kind == "choice" else ""
-    unit = ""
-    if question.kind == "numeric":
-        unit = ("  \n*Answer as a plain number.*" if question.unit in (None, "dimensionless")
-                else "  \n*Answer as a factor: a plain number, or with x (1.5x).*" if question.unit == FACTOR_UNIT
-                else f"  \n*Answer in {question.unit}, or with a unit of your own.*")
+    unit = f"  \n*{how_to_answer(question)}*" if how_to_answer(question) else ""
     display(Markdown(f"**Question `{question.id}`** · {question.points:g} pt  \n{question.text()}{choices}{unit}"))
     if question.kind == "code":
         display(Markdown(f"*Write the function, then run `check({question.id!r}, your_function)`.*"))
@@ -924,10 +931,18 @@ def ask(question_id: str, **params):
             said += f"<div style='color:#666'>{html.escape(_box_is_graded(question.id, box.value))}</div>"
         feedback.value = said
 
+    shown = [0]  # this box's own count: hint() cells of the lesson do not use up the button's hints
+
     def on_hint(_):
-        text = hint(question.id)
+        total = len(question.hints)
+        if not total:
+            text = hint_text(question, 1)
+        else:
+            shown[0] += 1
+            last = " (that was the last hint)" if shown[0] == total else ""
+            text = f"[{question.id}] hint {shown[0]}/{total}: {hint_text(question, shown[0])}{last}"
         hints.value += f"<div>{html.escape(text)}</div>"
-        if "that was the last hint" in text or "no more hints" in text or "no hints for" in text:
+        if not total or shown[0] == total:
             hint_button.disabled = True  # says so once, instead of repeating the last hint
             hint_button.description = "No more hints"
 

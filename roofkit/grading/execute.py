@@ -100,8 +100,14 @@ class Run:
         return out
 
     def to_dict(self) -> dict:
-        """Everything but the records themselves (their number only): what a result file keeps."""
+        """Everything but the records themselves (their number only): what a result file keeps.
+
+        Cells are numbered from 1 here, as in the notes, the gradebook and JupyterLab's status bar."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "records"}
+        data["errors"] = [(i + 1, text) for i, text in self.errors]
+        data["interrupted"] = [i + 1 for i in self.interrupted]
+        data["probes"] = [(i + 1, what) for i, what in self.probes]
+        data["stopped_at"] = None if self.stopped_at is None else self.stopped_at + 1
         data = json.loads(json.dumps(data, default=str))
         data["records"] = len(self.records)
         return data

@@ -387,7 +387,20 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
     code_items, code_rows = _judge_answers(context, student, nb, run, locked, result, saved)
     if code_items:
         _judge_code_answers(context, code_items, code_rows, result)
+    if result["questions"] and all(q["verdict"] == "not answered" for q in result["questions"]):
+        result["notes"].append(_nothing_answered(context, student, nb, saved))
     return _finish(result, started)
+
+
+def _nothing_answered(context: Context, student: str, nb, saved: boxes.Boxes) -> str:
+    """Why a hand-in scored nothing at all, in one line: untouched as handed out, or answered nowhere."""
+    if context.release:
+        given = [cells.source(c) for c in context.expected(student).cells if cells.is_answer_cell(c)]
+        mine = [cells.source(c) for c in nb.cells if cells.is_answer_cell(c)]
+        if mine == given and not saved.answers:
+            return ("nothing was answered: this is the notebook as it was handed out, with every answer cell "
+                    "untouched and no answer box saved (was the right file handed in, and saved first?)")
+    return "no question was answered: write each answer in its answer cell, or in its answer box, and save"
 
 
 def _new_result(context: Context, student: str, path, submission: files.Submission) -> dict:
@@ -539,10 +552,15 @@ def _judge_answer(context: Context, student: str, qid: str, question, answer, ro
                misconception=judged.misconception, reason_level=judged.reason_level)
     if judged.verdict == "wrong" and question.kind == "numeric" and not judged.misconception:
         copied = _copied_from(context, student, qid, answer)
+        published = context.bank[qid]  # the lesson's own numbers: the published solution's key
+        if not copied and question.params != published.params and \
+                score.judge_answer(published, answer).verdict == "correct":
+            copied = ["the published solution (the lesson's own numbers)"]
         if copied:
             row["reason"] = (row["reason"] + " " if row["reason"] else "") + \
                 "This is the answer to this question with other numbers than yours: use the numbers in your prompt."
-            result["flags"].append(f"{qid}: the answer is the key of {', '.join(copied[:3])}'s numbers")
+            whose = copied[0] if copied[0].startswith("the published") else f"{', '.join(copied[:3])}'s numbers"
+            result["flags"].append(f"{qid}: the answer is the key of {whose}")
 
 
 def _judge_code_answers(context: Context, code_items: list, code_rows: dict, result: dict) -> None:

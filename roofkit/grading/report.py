@@ -139,7 +139,7 @@ def _advice(q: dict, level: str) -> str:
         advice += f"<br><i>Hint:</i> {e(q['hint'])}"
     if rank(level) >= rank("misconception"):
         for case in q.get("cases", []):
-            mark = "✅" if case.get("passed") else "❌"
+            mark = "✅ passed" if case.get("passed") else "❌ failed"  # words too: not every font has the emoji
             detail = case.get("detail") if not case.get("hidden") or case.get("detail") in score.HIDDEN_DETAILS else \
                 ("" if case.get("passed") else "wrong")
             advice += f"<br>{mark} {e(str(case.get('case')))}{(': ' + e(str(detail))) if detail else ''}"
@@ -240,7 +240,8 @@ def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | 
         "out": str(out), "assignment": assignment, "gradebook": str(out / "gradebook.csv"),
         "results": str(out / "results.json"), "feedback": str(out / "feedback"), "sandbox": sandboxes,
         "problems": [f"{name}: {why}" for name, why in sorted(problems.items())],
-        "students": [{"student": r["student"], "status": r["status"], "score": r["score"], "late": r.get("late"),
+        "students": [{"student": r["student"], "status": r["status"], "score": r["score"],
+                      **({"late": r["late"]} if r.get("late") else {}),
                       "max_score": r["max_score"], "percent": _percent(r["score"], r["max_score"]),
                       "lessons": r.get("lessons", {}), "flags": r.get("flags", [])} for r in rows],
     }
