@@ -176,10 +176,12 @@ def _keep_stored(fresh, stored, patterns, remeasure: bool):
     return fresh
 
 
-def _dump(nb) -> str:
+def notebook_text(nb) -> str:
+    """A notebook as ``roofkit build`` writes it to disk."""
     import nbformat  # deferred: nbformat costs ~1.4 s at import
 
     return nbformat.writes(nb) + "\n"
+
 
 
 @dataclass
@@ -231,7 +233,7 @@ def build(root: str | Path = ".", check: bool = False, only: list[str] | None = 
     for lesson in iterator:
         student_path = root / STUDENT_DIR / f"{lesson.stem}.ipynb"
         solution_path = root / SOLUTION_DIR / f"{lesson.stem}.ipynb"
-        student = _dump(make_notebook(lesson, "student"))
+        student = notebook_text(make_notebook(lesson, "student"))
         solution = make_notebook(lesson, "solution")
         name = f"{LESSONS_DIR}/{lesson.name}"
         if check:
@@ -242,7 +244,7 @@ def build(root: str | Path = ".", check: bool = False, only: list[str] | None = 
         solution_path.parent.mkdir(exist_ok=True)
         executed = _execute(solution, solution_path.parent, timeout, name)
         kept = _keep_stored(executed, _read_stored(solution_path), patterns, remeasure)
-        for path, text in ((student_path, student), (solution_path, _dump(kept))):
+        for path, text in ((student_path, student), (solution_path, notebook_text(kept))):
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 path.write_text(text, encoding="utf-8")
                 report.written.append(str(path.relative_to(root)))

@@ -1,7 +1,9 @@
 """``roofkit site``: the course as static HTML, for reading without Jupyter.
 
-Renders every executed solution notebook and every student notebook with
-nbconvert's HTML exporter (plots embedded as images), and writes an index with
+Renders every executed solution notebook, and every lesson's student version
+(built from ``lessons/``, never read from ``notebooks/``, where a learner's
+autosave could have landed; each question's prompt shown under its ``ask``
+cell, as in the solution), with nbconvert's HTML exporter (plots embedded as images), and writes an index with
 the lessons in order:
 
     _site/index.html
@@ -22,6 +24,7 @@ files that the pinned ``jupyter-server-mathjax`` package ships (MathJax 2.7).
 
 from __future__ import annotations
 
+import copy
 import html
 import importlib.util
 import json
@@ -30,6 +33,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import InvalidValue
+from . import build
 from .outputs import static as _static
 
 __all__ = ["build_site"]
@@ -131,6 +135,17 @@ def _glossary(root: Path, out: Path) -> Path | None:
     return page
 
 
+def _with_prompts(student, solution):
+    """The student version with each question's prompt as the solution shows it under its ``ask(...)`` cell: a
+    page cannot run the cell."""
+    student = copy.deepcopy(student)
+    asked = {c.source: c.outputs for c in solution.cells if c.cell_type == "code" and c.source.startswith("ask(")}
+    for cell in student.cells:
+        if cell.cell_type == "code" and cell.source in asked:
+            cell.outputs = asked[cell.source]
+    return student
+
+
 def build_site(root: str | Path = ".", out: str | Path = "_site", progress: bool = True) -> list[Path]:
     """Write the static site; returns the pages written."""
     import nbformat  # deferred: nbformat costs ~1.4 s at import
@@ -150,18 +165,21 @@ def build_site(root: str | Path = ".", out: str | Path = "_site", progress: bool
 
         items = tqdm(solutions, desc="rendering lessons", unit="lesson")
     for solution in items:
-        nb = nbformat.read(solution, as_version=4)
+        nb = nbformat.read(solution, as_version=4)  # solutions/ is written by `roofkit build` alone
         title = _title(nb)
         links = {}
-        for folder, path in (("solutions", solution), ("notebooks", root / "notebooks" / solution.name)):
-            if not path.exists():
+        lesson = root / build.LESSONS_DIR / f"{solution.stem}.md"
+        student = build.make_notebook(lesson, "student") if lesson.exists() else None
+        for folder, notebook in (("solutions", nb), ("notebooks", student)):
+            if notebook is None:
                 continue
             page = out / folder / f"{solution.stem}.html"
             page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(_render(nbformat.read(path, as_version=4), title), encoding="utf-8")
-            download = out / "download" / folder / path.name
+            shown = notebook if folder == "solutions" else _with_prompts(notebook, nb)
+            page.write_text(_render(shown, title), encoding="utf-8")
+            download = out / "download" / folder / solution.name
             download.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, download)
+            download.write_text(build.notebook_text(notebook), encoding="utf-8")
             pages.append(page)
             links[folder] = (page.relative_to(out).as_posix(), download.relative_to(out).as_posix())
         rows.append((title, links))
