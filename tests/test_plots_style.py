@@ -59,3 +59,31 @@ def test_accelerators_on_a_roofline_take_no_colour_that_means_something_else():
     fig = roofline.plot(["h100", "a100", "mi300x"], "bf16")
     drawn = {to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
     assert set(style.ACCELERATORS[:3]) <= drawn and style.BOUND["memory"] not in drawn
+
+
+def test_a_limit_label_near_the_right_edge_sits_left_of_its_line_and_stays_in_the_figure():
+    from matplotlib.figure import Figure
+
+    from roofkit.plots import style as plot_style
+
+    fig = Figure(figsize=(4, 2), dpi=96)
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 100)
+    near, far = plot_style.limit_label(ax, 90, "85.5 GB per GPU"), plot_style.limit_label(ax, 20, "85.5 GB per GPU")
+    assert (near.get_ha(), far.get_ha()) == ("right", "left")
+    fig.canvas.draw()
+    box = near.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1  # nothing clipped by the figure's edge
+
+
+def test_the_longest_sums_label_stays_in_the_figure():
+    from matplotlib.figure import Figure
+
+    from roofkit.plots import diagrams
+
+    fig = Figure(figsize=(2.5, 3), dpi=96)  # a narrow panel whose axes reach the figure's right edge, as in an explorer
+    bars = diagrams.TimeBars(fig.add_axes([0.15, 0.25, 0.84, 0.6]), ["datasheet roofs"])
+    bars.update([("datasheet roofs", 0.5, 0.217)])
+    fig.canvas.draw()
+    high_text = bars.rows[0][4]
+    assert high_text.get_text() == "sum 717 ms" and high_text.get_window_extent().x1 <= fig.bbox.x1

@@ -391,3 +391,4 @@ class TimeBars:
         low_text.set_text(f"max {_duration(lo)}")
         high_text.set_x(hi / longest)
         high_text.set_text(f"sum {_duration(hi)}")
+        high_text.set_ha("right" if hi / longest > 0.75 else "left")  # the longest sum's label stays in the figure

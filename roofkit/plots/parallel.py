@@ -315,6 +315,7 @@ def memory_plot(plans, labels=None, ax=None, title=None):
                 color="black", label="estimate: every op's inputs kept", gid="estimate")
     capacity = chosen[0].memory_capacity_bytes
     end = max(left + [e for _, e in marked] + ([capacity / 1e9] if capacity else []))
+    ax.set_xlim(0, end * (1.4 if marked else 1.25))  # before the limit's label, which reads it
     if capacity:
         from ..catalogs import hardware  # deferred: the hardware catalog imports numpy at its top
 
@@ -332,7 +333,6 @@ def memory_plot(plans, labels=None, ax=None, title=None):
                 color=style.LIMIT if p.fits is False else "black",
                 bbox=dict(facecolor="white", edgecolor="none", pad=1, alpha=0.85))
     ax.set_yticks(list(rows), names, fontsize=style.SIZE["small"])
-    ax.set_xlim(0, end * (1.4 if marked else 1.25))
     ax.set_ylim(-0.6, len(chosen) - 0.1)
     ax.set_xlabel("memory per GPU (GB)")
     parts = len(ax.get_legend_handles_labels()[1])

@@ -107,8 +107,8 @@ def draw_memory(ax, plan: memory.MemoryPlan) -> None:
         width = parts[name]
         ax.barh(0, width, left=left, height=0.6, color=colour, label=f"{name}: {width:.3g} GB")
         left += width
-    style.limit_line(ax, capacity, f"{capacity:.3g} GB per GPU", y=-0.72, ymax=0.66, lw=2, ls="-")  # below the legend
     ax.set_xlim(0, max(left, capacity) * 1.15)
+    style.limit_line(ax, capacity, f"{capacity:.3g} GB per GPU", y=-0.72, ymax=0.66, lw=2, ls="-")  # below the legend
     ax.set_ylim(-0.75, 0.85)
     ax.set_yticks([])
     ax.set_xlabel("GB on one GPU (1 GB = 10^9 bytes)")

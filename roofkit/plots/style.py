@@ -75,7 +75,7 @@ def limit_line(ax, x, text, y=0.55, ymax=1.0, colour=LIMIT, **line):
     The label starts one space after the line, small, in the line's colour, so that every figure marks a
     capacity or a ceiling the same way.
     """
-    return limit_mark(ax, x, ymax, colour, **line), limit_label(ax, x, text, y, colour)
+    return limit_mark(ax, x, ymax, colour, **line), limit_label(ax, x, text, y, colour)  # after the x limits
 
 
 def limit_mark(ax, x, ymax=1.0, colour=LIMIT, **line):
@@ -84,5 +84,11 @@ def limit_mark(ax, x, ymax=1.0, colour=LIMIT, **line):
 
 
 def limit_label(ax, x, text, y=0.55, colour=LIMIT):
-    """The label of :func:`limit_line` alone, for a figure that draws the line once and its label per choice."""
-    return ax.text(x, y, f" {text}", color=colour, fontsize=SIZE["small"], va="bottom")
+    """The label of :func:`limit_line` alone, for a figure that draws the line once and its label per choice.
+
+    Right of the line; left of it when the line stands in the right third of the axes as they are now (set the
+    axes' x limits first), so that a label never runs off the figure."""
+    low, high = ax.get_xlim()
+    flip = ax.get_xscale() == "linear" and high > low and (x - low) / (high - low) > 2 / 3
+    return ax.text(x, y, f"{text} " if flip else f" {text}", color=colour, fontsize=SIZE["small"], va="bottom",
+                   ha="right" if flip else "left")

@@ -103,7 +103,7 @@ class LiveFigure:
     shows its first key with ``live.layer``; it runs once.
     """
 
-    def __init__(self, build, figsize, dpi: int = 72, layout: str | None = "constrained", keep: int = 24):
+    def __init__(self, build, figsize, dpi: int = 96, layout: str | None = "constrained", keep: int = 24):
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib costs ~0.2 s at import
         from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
 
