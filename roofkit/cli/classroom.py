@@ -35,6 +35,10 @@ def cmd_assign(args) -> None:
     summary = assign.main(args.lesson, questions=args.questions or [], name=args.name, out=args.out,
                           roster=args.roster, secret_file=args.secret_file, points=_points(args.points), root=args.root,
                           bank=args.bank, feedback=args.feedback, keys=args.keys, deadline=policy)
+    if args.gradescope:
+        from ..grading import gradescope  # deferred: loaded only when this option is given
+
+        summary["gradescope"] = str(gradescope.package(args.out, summary["secret_file"], args.bank))
     lines = [f"release {summary['name']}: {len(summary['questions'])} questions, {summary['points_total']:g} points"]
     lines += [f"  {q['id']:<28} {q['kind']:<9} {q['points']:g} pt   "
               + (f"{summary['variants'][q['id']]} variants" if summary["variants"][q["id"]] else "same numbers for all")
@@ -48,6 +52,9 @@ def cmd_assign(args) -> None:
     if summary["deadline"]:
         lines.append(f"{summary['deadline']} (grade with --times FILE.csv for the LMS's hand-in times; "
                      "else each file's modification time is used)")
+    if summary.get("gradescope"):
+        lines.append(f"Gradescope autograder: {summary['gradescope']} (upload it as the assignment's autograder; "
+                     "it holds the course secret: share it with no one)")
     if summary["keys"]:
         lines.append(f"keys: {summary['keys']} (each student's key per question; for you alone, never hand it out)")
     lines.append(f"grade with: roofkit grade SUBMISSIONS --assignment {summary['out']} --out grades/{summary['name']}"
@@ -129,6 +136,8 @@ def register(sub, common) -> None:
                         "questions, misconception for your own, whose keys a ratio would give away)")
     assign.add_argument("--keys", action="store_true", help="also write keys.csv into the release: each student's "
                         "numbers and key per question, for you alone (never hand it out)")
+    assign.add_argument("--gradescope", action="store_true", help="also write gradescope.zip into the release: "
+                        "a Gradescope autograder that grades each hand-in with roofkit (docs/instructors.md)")
     assign.add_argument("--due", metavar="TIME", help="the due time, ISO 8601 with its time zone "
                         "(2026-12-10T23:59+01:00); late hand-ins are marked and scored by the options below")
     assign.add_argument("--grace", type=number("grace"), metavar="MINUTES", help="minutes after --due that still "

@@ -118,32 +118,36 @@ table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:.4
 _GENERIC = {"wrong": "not the expected answer", "partial": "some cases fail", "not answered": "not answered"}
 
 
-def _advice(q: dict, level: str) -> str:
-    """What the page says about one answer at feedback ``level``."""
-    e = html.escape
+def advice_lines(q: dict, level: str) -> list[str]:
+    """What feedback at ``level`` says about one graded answer, as lines of plain text (a page, Gradescope)."""
     rank = score.LEVELS.index
     if level == "none":
-        return ""
+        return []
     verdict = q.get("verdict", "")
     reason_level = q.get("reason_level") or ("misconception" if q.get("misconception") else "ratio")
     if q.get("reason") and rank(level) >= rank(reason_level if reason_level in score.LEVELS else "ratio"):
-        advice = e(q["reason"])
+        lines = [q["reason"]]
     else:
-        advice = e(_GENERIC.get(verdict, ""))
+        lines = [_GENERIC.get(verdict, "")]
         if q.get("kind") == "code" and q.get("cases"):
             passed = sum(bool(c.get("passed")) for c in q["cases"])
-            advice = e(f"{passed} of {len(q['cases'])} cases passed")
+            lines = [f"{passed} of {len(q['cases'])} cases passed"]
     if q.get("note"):
-        advice += f"<br><span class='muted'>{e(q['note'])}</span>"
+        lines.append(q["note"])
     if verdict != "correct" and q.get("hint"):
-        advice += f"<br><i>Hint:</i> {e(q['hint'])}"
+        lines.append(f"Hint: {q['hint']}")
     if rank(level) >= rank("misconception"):
         for case in q.get("cases", []):
             mark = "✅ passed" if case.get("passed") else "❌ failed"  # words too: not every font has the emoji
             detail = case.get("detail") if not case.get("hidden") or case.get("detail") in score.HIDDEN_DETAILS else \
                 ("" if case.get("passed") else "wrong")
-            advice += f"<br>{mark} {e(str(case.get('case')))}{(': ' + e(str(detail))) if detail else ''}"
-    return advice
+            lines.append(f"{mark} {case.get('case')}{(': ' + str(detail)) if detail else ''}")
+    return [line for line in lines if line]
+
+
+def _advice(q: dict, level: str) -> str:
+    """What the page says about one answer at feedback ``level``: :func:`advice_lines`, one per line."""
+    return "<br>".join(html.escape(str(line)) for line in advice_lines(q, level))
 
 
 def feedback_page(result: dict, level: str | None = None) -> str:
