@@ -126,3 +126,10 @@ def test_jupyterlab_started_like_make_lab_serves_the_overrides(tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def test_the_first_make_lab_says_what_it_is_doing_before_the_long_install():
+    recipe = re.search(r"^\$\(STAMP\):.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    lines = recipe.splitlines()
+    said = next(i for i, line in enumerate(lines) if "echo" in line and "first time" in line)
+    assert said < next(i for i, line in enumerate(lines) if "pip install" in line)
