@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def fresh_boxes():
-    """ask() in this process, as in a kernel; every widget made is closed afterwards."""
+    """ask() in this process, as in a kernel: no widget of an earlier test alive; every widget made closed after."""
+    ipywidgets.Widget.close_all()
     quiz._boxes.clear()
     yield
     for widget in list(quiz._boxes.values()):

@@ -53,7 +53,7 @@ print(json.dumps({
     "l13_allreduce_floor": quiz.get("l13.allreduce-floor").answer_key(),
     "cli_comm_s": cli("comm", "all-reduce", "--bytes", str(small), "--gpus", "8", "--link", "hgx-h100",
                       "--algorithm", "ring")["time_s"],
-    "lesson_13_alpha": lesson_line(%(lesson13)r, "α = {node.latency"),
+    "lesson_13_alpha": lesson_line(%(lesson13)r, "µs per hop"),
     "h100_bandwidth": roofkit.hw("h100").bandwidth,
     "h100_ridge": roofkit.hw("h100").ridge("bf16"),
     "gemv_s": roofline.analyze(formulas.gemm(1, 4096, 4096, "bf16"), "h100", "bf16").time_s,
@@ -90,7 +90,8 @@ def test_nccl_s_nvlink_latency_has_one_home(tmp_path, before):
         assert after[name] == pytest.approx(before[name] * 1.1 / 0.6, rel=1e-12), name
     for name in ("all_reduce_s", "cli_comm_s"):  # the α-β model, and NCCL's ring as the bound runs it
         assert after[name] > before[name] * 1.3, name  # latency-bound: most of the time is hops
-    assert re.search(r"α = 0\.6 µs", before["lesson_13_alpha"]) and re.search(r"α = 1\.1 µs", after["lesson_13_alpha"])
+    assert re.search(r": 0\.6 µs per hop", before["lesson_13_alpha"]) and \
+        re.search(r": 1\.1 µs per hop", after["lesson_13_alpha"])
     assert all(after[k] == before[k] for k in ("h100_bandwidth", "gemv_s", "tpot_s"))  # and nothing else moved
 
 

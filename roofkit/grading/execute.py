@@ -44,6 +44,7 @@ from .sandbox import TRUNCATED
 
 RECORD_MIME = "application/vnd.roofkit.answer+json"
 MAX_RECORDS, MAX_RECORD_BYTES, MAX_RECORDS_BYTES, MAX_ERRORS = 2000, 200_000, 8_000_000, 50
+RECEIVE_QUEUE = 16  # output messages ZeroMQ may hold for the grader at once (each at most Limits.message_bytes)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Limits:
     cell_s: float = 60.0  # wall clock for one cell (then the cell is interrupted and the next one runs)
     startup_s: float = 60.0  # for the kernel to answer its first request
     output_bytes: int = 16 * 2**20  # output kept per notebook
-    message_bytes: int = 16 * 2**20  # one kernel message larger than this is dropped unread
+    message_bytes: int = 4 * 2**20  # one kernel message larger than this is dropped unread
     memory_bytes: int = 4 * 2**30  # address space of each process (RLIMIT_AS); in a cgroup, all of them together
     file_bytes: int = 64 * 2**20  # largest file the kernel may write (RLIMIT_FSIZE)
     disk_bytes: int = 2**30  # all files it writes together (its tmpfs in a sandbox; else checked every second)
@@ -83,6 +84,7 @@ class Run:
     seconds: float = 0.0
     sandbox: dict = field(default_factory=dict)
     probes: list[tuple[int, str]] = field(default_factory=list)  # (cell index, a reach for a key), see .probe
+    killed: bool = False  # the kernel died of SIGKILL or of its memory cap during the notebook's cells
 
     def notes(self) -> list[str]:
         """Execution events in words, for the feedback page: exception names the notebook made up, and every
@@ -259,12 +261,13 @@ class Box:
         return {**self.plan.to_dict(), "user": self.jail.user_note()}
 
     def popen(self, args: list[str], *, pass_fds=(), binds: dict[str, str] | None = None,
-              extra_settings: dict | None = None, **kwargs):
+              writable: dict[str, str] | None = None, extra_settings: dict | None = None, **kwargs):
         """Start ``python -I -c BOOT PACKAGE ARGS`` in the jail, with the settings in its environment."""
         settings = {k: v for k, v in self.settings.items() if k not in ("host_read", "host_package")}
         settings.update(extra_settings or {})
         return self.jail.popen(sandbox.command(self.settings["package"], *args), read=self.settings["host_read"],
                                host_package=self.settings["host_package"], binds={**self.binds, **(binds or {})},
+                               writable=writable or {},
                                env={**self.env, "ROOFKIT_SANDBOX": json.dumps(settings)},
                                cwd=os.path.join(self.jail.folder, "work"), pass_fds=pass_fds, **kwargs)
 
@@ -304,15 +307,35 @@ class _Kernel:
         self.box, self.folder, self.limits = box, box.host, limits
         self.watch = probe.Watch()
         self.log = self.process = self.iopub = self.monitor = self.client = None
-        connection, _ = write_connection_file(os.path.join(box.host, "kernel.json"), ip="127.0.0.1")
+        self.received_bytes = 0
+        # the channels are Unix sockets in a folder of this kernel's (jupyter_client's "ipc" transport), never
+        # network ports: a kernel in bubblewrap has a network namespace of its own, with nothing in it to reach
+        sockets = os.path.join(box.host, "ipc")
+        os.mkdir(sockets, 0o700)
         if box.jail.uid is not None:
-            os.chown(connection, box.jail.uid, box.jail.gid)
+            os.chown(sockets, box.jail.uid, box.jail.gid)
+        sockets_inside = os.path.join(box.jail.folder, "ipc") if box.jail.bubble else sockets
+        connection, _ = write_connection_file(os.path.join(box.host, "kernel.json"), transport="ipc",
+                                              ip=os.path.join(sockets, "k"))
         inside = os.path.join(box.jail.folder, "kernel.json")
-        binds = {connection: inside} if box.jail.bubble else {}
+        binds = {}
+        if box.jail.bubble:  # the same sockets, by the path the kernel sees them at
+            with open(connection, encoding="utf-8") as file:
+                info = json.load(file)
+            seen = os.path.join(box.host, "kernel-inside.json")
+            with open(seen, "w", encoding="utf-8") as file:
+                json.dump({**info, "ip": os.path.join(sockets_inside, "k")}, file)
+            binds = {seen: inside}
+            connection_for_kernel = seen
+        else:
+            connection_for_kernel = connection
+        if box.jail.uid is not None:
+            os.chown(connection_for_kernel, box.jail.uid, box.jail.gid)
         self.log = open(os.path.join(box.host, "kernel.log"), "wb")
         try:
             self.process = box.popen(["-f", inside, "--HistoryManager.enabled=False"], pass_fds=(self.watch.write_fd,),
-                                     binds=binds, extra_settings={"ports_from_connection_file": True,
+                                     binds=binds, writable={sockets: sockets_inside} if box.jail.bubble else {},
+                                     extra_settings={"ports_from_connection_file": True,
                                                                   "probe_fd": self.watch.write_fd},
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         finally:
@@ -343,6 +366,27 @@ class _Kernel:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def next_message(self, timeout: float, parent: str | None = None):
+        """The kernel's next output message (:class:`Empty` when none comes within ``timeout`` s).
+
+        Every byte received counts in ``received_bytes``, whatever the message; one from another ``parent`` (not
+        the running cell's) is checked for its signature and dropped with its content unparsed (None), so a kernel
+        cannot make the grader parse megabytes it never counts. ZeroMQ keeps at most :data:`RECEIVE_QUEUE` messages
+        of at most ``Limits.message_bytes`` each waiting.
+        """
+        socket = self.iopub.socket
+        if not socket.poll(max(0, int(timeout * 1000))):
+            raise Empty
+        frames = socket.recv_multipart()
+        self.received_bytes += sum(len(frame) for frame in frames)
+        session = self.client.session
+        _, parts = session.feed_identities(frames)
+        msg = session.deserialize(parts, content=False)
+        if parent is not None and (msg.get("parent_header") or {}).get("msg_id") != parent:
+            return None
+        msg["content"] = session.unpack(msg["content"])
+        return msg
 
     def wait_ready(self, timeout: float) -> bool:
         """True once the kernel answers kernel_info on the shell channel and its status for that request
@@ -408,7 +452,8 @@ class _Kernel:
         return f"exited (status {code})"
 
     def killed(self) -> bool:
-        """Ended from outside its own code: the OOM killer or a SIGKILL (a run the grader must retry)."""
+        """Ended by the OOM killer or a SIGKILL (its own, or the machine's: the grader sends none while a cell
+        runs)."""
         code = self.process.poll()
         if code is None:
             return False
@@ -563,7 +608,7 @@ class _Executor:
                 except Exception:  # noqa: BLE001 - an unreadable reply: wait for the status instead
                     pass
             try:
-                msg = self.kernel.iopub.get_msg(timeout=min(0.1, max(0.0, deadline - now)))
+                msg = self.kernel.next_message(min(0.1, max(0.0, deadline - now)), parent=msg_id)
             except Empty:
                 self.watch(index)
                 if not self.kernel.alive():  # a dying kernel also drops the connection: that is no oversized output
@@ -575,8 +620,10 @@ class _Executor:
                 continue
             except Exception:  # noqa: BLE001 - a message that does not decode (e.g. a 5000-digit number)
                 self.run.dropped_messages += 1
-                continue
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                msg = None
+            if self.kernel.received_bytes > 8 * self.limits.output_bytes:
+                return "flood"  # every byte counts, of any message, of any parent
+            if msg is None:  # another cell's (or no cell's) message: dropped unparsed
                 continue
             if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
                 return "done"
@@ -587,12 +634,12 @@ class _Executor:
     def drain(self, index: int, msg_id: str, wait_s: float = 2.0) -> None:
         """Collect what a dying kernel managed to send (for ``wait_s`` at most: something else may hold its port)."""
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.kernel.received_bytes <= 8 * self.limits.output_bytes:
             try:
-                msg = self.kernel.iopub.get_msg(timeout=0.2)
+                msg = self.kernel.next_message(0.2, parent=msg_id)
             except Exception:  # noqa: BLE001 - Empty, or an undecodable message
                 return
-            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+            if msg is not None:
                 self._handle(index, msg)
 
     def interrupt(self, msg_id: str, wait_s: float = 2.0) -> bool:
@@ -638,6 +685,7 @@ def main(notebook, *, limits: Limits = Limits(), context=None, cancel=None, prea
     if own_context:
         context = zmq.Context()
         context.setsockopt(zmq.MAXMSGSIZE, limits.message_bytes)
+        context.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)  # messages waiting in the grader: a few, not ZeroMQ's 1,000
     kernel = box = None
     try:
         kernel, box = _start_kernel(notebook, limits, context, plan, run)
@@ -751,8 +799,10 @@ def _run_cells(executor: _Executor, kernel, notebook, limits: Limits, run: Run, 
                 pass
             run.stopped = f"the kernel {kernel.exit_reason()} at cell {index + 1}; later cells did not run"
             run.stopped_at = index
-            if kernel.killed():
-                run.failed = run.stopped
+            # the notebook's own doing (os.kill, os._exit(137), memory past its cap), and so its result: the
+            # answers recorded before stand, the rest score 0, the same on every run. Never an `error` that a
+            # student could pick to stay ungraded (a blank grade in the LMS).
+            run.killed = kernel.killed()
             break
         if outcome == "disk":
             run.stopped = (f"cell {index + 1} wrote more than {limits.disk_bytes / 2**20:,.0f} MB of files; "

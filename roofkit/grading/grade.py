@@ -377,6 +377,9 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
     result["execution"] = run.to_dict()
     result["notes"] += run.notes()
     result["flags"] += _probe_flags(run.probes)
+    if run.killed:  # graded as it stands; the instructor is told, in case the machine itself ran out of memory
+        result["flags"].append(f"{run.stopped}: killed (SIGKILL or its memory cap), by its own code or, rarely, by "
+                               "the machine running short of memory; the answers before it count, the rest score 0")
     if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
         return _not_graded(result, started, "error", f"not graded: {run.failed}; it is graded again on the next run",
                            "not graded: the grader could not run your notebook fairly; it will be graded again")

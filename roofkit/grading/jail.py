@@ -142,7 +142,10 @@ def _bubblewrap(path: str) -> tuple[str | None, str | None, bool]:
 
 
 def _namespaces(root: bool) -> list[str]:
-    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+    # --unshare-net: a network namespace of its own, with only a loopback: no socket of any protocol (TCP,
+    # MPTCP, UDP, SCTP) reaches the machine or beyond, and no port of the machine's is visible. The grader talks
+    # to a kernel over Unix sockets in a folder bound in (transport "ipc"), not over the network.
+    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
             "--hostname", "sandbox", "--unshare-cgroup-try"]
     if not root:
         args += ["--unshare-user", "--uid", str(INNER_UID), "--gid", str(INNER_UID)]
@@ -446,15 +449,16 @@ class Jail:
         return "root without capabilities" if self.plan.root else "the grader's own user"
 
     def popen(self, argv: list[str], *, read: list[str], host_package: str, binds: dict[str, str] = (), env: dict,
-              cwd: str, pass_fds=(), **kwargs) -> subprocess.Popen:
-        """Start ``argv`` (a sandbox.command) in this jail; ``binds``: host file -> path inside (read-only)."""
+              cwd: str, pass_fds=(), writable: dict[str, str] = (), **kwargs) -> subprocess.Popen:
+        """Start ``argv`` (a sandbox.command) in this jail; ``binds``: host file -> path inside (read-only);
+        ``writable``: host folder -> path inside, writable (the kernel's Unix sockets)."""
         if not self.bubble:
             self.process = subprocess.Popen(argv, env=env, cwd=cwd, pass_fds=pass_fds, start_new_session=True,
                                             **kwargs)
             return self.process
         info_read, info_write = os.pipe()
         command = [self.plan.bwrap, *_namespaces(self.plan.root), "--info-fd", str(info_write),
-                   *self._layout(read, host_package, dict(binds)), "--chdir", cwd, *argv]
+                   *self._layout(read, host_package, dict(binds), dict(writable)), "--chdir", cwd, *argv]
         if self.cgroup is not None:
             files = self.cgroup.procs_files()
             script = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(files)))
@@ -467,7 +471,8 @@ class Jail:
         self._info = info_read
         return self.process
 
-    def _layout(self, read: list[str], host_package: str, binds: dict[str, str]) -> list[str]:
+    def _layout(self, read: list[str], host_package: str, binds: dict[str, str],
+                writable: dict[str, str] | None = None) -> list[str]:
         args: list[str] = []
         made: set[str] = {"/"}
 
@@ -508,6 +513,8 @@ class Jail:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for source, target in binds.items():
             args += ["--ro-bind", source, target]
+        for source, target in (writable or {}).items():
+            args += ["--bind", source, target]
         return args
 
     def main_pid(self) -> int | None:

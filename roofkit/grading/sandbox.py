@@ -277,7 +277,9 @@ def main(argv: list[str] | None = None) -> None:
     if settings.get("ports_from_connection_file") and "-f" in argv:
         with open(argv[argv.index("-f") + 1], encoding="utf-8") as file:
             info = json.load(file)
-        settings["ports"] = [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        # over Unix sockets ("ipc"), the kernel needs no TCP port at all: Landlock then refuses every bind
+        settings["ports"] = [] if info.get("transport") == "ipc" else \
+            [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
     module = "ipykernel_launcher"
     if argv[:1] == ["--module"]:
         module, argv = argv[1], argv[2:]
