@@ -225,9 +225,10 @@ def test_assign_then_grade_with_the_wrong_secret_or_two_files_for_one_student(ca
                        "--secret-file", tmp_path / "other.txt")
     assert code == 2 and "this secret is not the one release '00' was made with" in err
     shutil.copy(tmp_path / "release" / "students" / "ann" / "00.ipynb", subs / "ann" / "00.ipynb")
-    code, _, err = run(capsys, "grade", subs, "--out", tmp_path / "g", "--assignment", tmp_path / "release",
-                       "--secret-file", tmp_path / "secret.txt")
-    assert code == 2 and "student 'ann' has 2 submissions" in err
+    code, out, err = run(capsys, "grade", subs, "--out", tmp_path / "g", "--assignment", tmp_path / "release",
+                         "--secret-file", tmp_path / "secret.txt")
+    # two hand-ins skip that student (with the reason), never the class (the red team's attack 14)
+    assert code == 0 and "skipped student 'ann': 2 submissions" in out, (out, err)
 
 
 def test_a_learner_grades_their_own_notebooks(capsys, tmp_path):
@@ -417,3 +418,63 @@ def test_a_result_numbers_cells_from_1_as_its_notes_do():
     data = run.to_dict()
     assert data["errors"] == [[1, "NameError: x"]] and data["interrupted"] == [3] and data["stopped_at"] == 4
     assert data["probes"] == [[5, "answer_key"]] and run.notes()[0] == "cell 1 raised NameError"
+
+
+@pytest.mark.sandbox
+def test_a_function_never_sees_a_case_it_was_not_asked_and_public_results_carry_no_hidden_case(tmp_path):
+    """The red team's frame walk (#5, #6): the runner once held every case, hidden ones included, in a local a
+    student's function could read up the stack and return on a public case, for the feedback page to show."""
+    spy = ("def f(x):\n    import sys, gc, re\n    seen = []\n    frame = sys._getframe(1)\n    while frame:\n"
+           "        seen.append(repr(frame.f_locals)[:100000])\n        frame = frame.f_back\n"
+           "    seen += [repr(o)[:1000] for o in gc.get_objects() if isinstance(o, (list, dict, bytes, bytearray))]\n"
+           "    return ' '.join(sorted(set(re.findall(r'\\d{6}\\.0', ' '.join(seen)))))")
+    hidden = [[123457.0], [424242.0]]
+    other_hidden = [[987654.0]]
+    items = [{"q": "spy", "source": spy, "public": 1, "cases": [[1.0], *hidden]},
+             {"q": "second", "source": spy, "public": 1, "cases": [[2.0], *other_hidden]}]
+    lines = _run_cases(items, tmp_path)
+    public_text = " ".join(str(lines[(q, 0)].get("repr", lines[(q, 0)])) for q in ("spy", "second"))
+    for secret in ("123457", "424242", "987654"):
+        assert secret not in public_text, secret
+    assert set(lines) == {("spy", 0), ("spy", 1), ("spy", 2), ("second", 0), ("second", 1)}
+
+
+@pytest.mark.sandbox
+def test_submissions_are_read_before_grading_and_a_link_out_of_ones_folder_is_refused(tmp_path, capsys, monkeypatch):
+    """The red team's attacks 13 (a subfolder swapped for a link to a classmate's after the listing), 15 (a
+    file named after a classmate in one's own folder) and 16 (an older signed result put back)."""
+    from roofkit.grading import grade, report
+
+    (tmp_path / "roster.csv").write_text("id\nann\nbo\nzed\n", encoding="utf-8")
+    code, _, _ = run(capsys, "assign", "00", "--root", ROOT, "--roster", tmp_path / "roster.csv", "--secret-file",
+                     tmp_path / "secret.txt", "--out", tmp_path / "release")
+    assert code == 0
+    subs = tmp_path / "subs"
+    for student in ("ann", "bo", "zed"):
+        (subs / student / "work").mkdir(parents=True)
+        shutil.copy(tmp_path / "release" / "students" / student / "00.ipynb", subs / student / "work" / "00.ipynb")
+    (subs / "ann" / "work" / "00.ipynb").rename(subs / "ann" / "work" / "bo.ipynb")  # named after a classmate
+    listed = grade.collect
+
+    def collect_then_swap(*args, **kwargs):  # zed swaps a subfolder for a link to bo's once the listing is done
+        found = listed(*args, **kwargs)
+        shutil.rmtree(subs / "zed" / "work")
+        os.symlink(subs / "bo" / "work", subs / "zed" / "work")
+        return found
+
+    monkeypatch.setattr(grade, "collect", collect_then_swap)
+    limits = execute.Limits(notebook_s=60, cell_s=20, startup_s=60)
+    summary = grade.main([subs], out=tmp_path / "g", release=tmp_path / "release", secret_file=tmp_path / "secret.txt",
+                         progress=False, limits=limits)
+    rows = {r["student"]: r for r in summary["students"]}
+    assert rows["ann"]["status"] == "graded" and rows["bo"]["status"] == "graded"  # ann's file is ann's
+    ann = json.loads((tmp_path / "g" / "results" / "ann.json").read_text(encoding="utf-8"))
+    assert ann["submission"].endswith("ann/work/bo.ipynb")
+    zed = json.loads((tmp_path / "g" / "results" / "zed.json").read_text(encoding="utf-8"))
+    assert zed["status"] == "unreadable" and "leads out of the student's folder" in zed["notes"][0], zed["notes"]
+    # a signed result whose submission is not the one handed in is not believed by the report
+    bo = json.loads((tmp_path / "g" / "results" / "bo.json").read_text(encoding="utf-8"))
+    checked = report.main(tmp_path / "g", assignment="00", roster=["ann", "bo", "zed"],
+                          signing_key=grade.results.key(grade.variants.read_secret(tmp_path / "secret.txt")),
+                          fingerprint=bo["fingerprint"], digests={"bo": "0" * 64})
+    assert {r["student"]: r["status"] for r in checked["students"]}["bo"] == "error"

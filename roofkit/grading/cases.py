@@ -97,55 +97,110 @@ def _error_text(error: BaseException) -> str:
 
 
 def child() -> None:
-    """Runs in the sandbox: read items from stdin, write one JSON line per case to the saved stdout."""
-    request = json.loads(sys.stdin.read())
+    """Runs in the sandbox. Reads one line naming the functions (question -> source), then one case at a time
+    (a line ``{"q", "i", "args"}``), writing one JSON line of result for each to the saved stdout.
+
+    The cases arrive one by one, each after the last one's result went out, public cases first: the process
+    never holds a case it has not been asked, so a function cannot read hidden cases from the runner's frames,
+    and no public case's result (which a feedback page may show) can carry one.
+    """
+    stdin = os.fdopen(os.dup(0), "rb", buffering=0)
     out = os.fdopen(os.dup(1), "w", buffering=1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # what the student's code prints goes nowhere
-    os.dup2(devnull, 2)
-    sys.stdout = sys.stderr = open(os.devnull, "w")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # what the student's code reads gets nothing; what it prints goes nowhere
+        os.dup2(devnull, fd)
+    sys.stdin = sys.stdout = sys.stderr = open(os.devnull, "r+")
 
     def alarm(signum, frame):
         raise _CaseTimeout()
 
+    def read_line() -> dict | None:
+        line = bytearray()
+        while not line.endswith(b"\n"):
+            byte = stdin.read(1)  # byte by byte: nothing past this line is taken from the pipe
+            if not byte:
+                return None
+            line += byte
+        return json.loads(line)
+
     signal.signal(signal.SIGALRM, alarm)
-    for item in request["items"]:
+    header = read_line() or {}
+    functions, errors = {}, {}
+    for q, source in header.get("functions", {}).items():
         try:
-            function = _function(item["source"])
+            functions[q] = _function(source)
         except BaseException as error:  # a syntax error, or code at the top of the source that raises
-            for i in range(len(item["cases"])):
-                out.write(json.dumps({"q": item["q"], "i": i, "error": f"could not define the function: "
-                                      f"{_error_text(error)}"}) + "\n")
+            errors[q] = f"could not define the function: {_error_text(error)}"
+    out.write(json.dumps({"ready": True}) + "\n")
+    while True:
+        case = read_line()
+        if case is None:
+            return
+        q, i = case["q"], case["i"]
+        if q in errors:
+            out.write(json.dumps({"q": q, "i": i, "error": errors[q]}) + "\n")
             continue
-        for i, args in enumerate(item["cases"]):
-            signal.setitimer(signal.ITIMER_REAL, request["case_s"])
-            try:
-                line = {"q": item["q"], "i": i, **_value(function(*args))}
-            except _CaseTimeout:
-                line = {"q": item["q"], "i": i, "error": f"took longer than {request['case_s']:g} s"}
-            except BaseException as error:  # the student's code may raise anything, SystemExit included
-                line = {"q": item["q"], "i": i, "error": _error_text(error)}
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            try:
-                out.write(json.dumps(line) + "\n")
-            except (TypeError, ValueError, RecursionError):
-                out.write(json.dumps({"q": item["q"], "i": i, "error": "a result that cannot be sent"}) + "\n")
+        signal.setitimer(signal.ITIMER_REAL, header["case_s"])
+        try:
+            line = {"q": q, "i": i, **_value(functions[q](*case["args"]))}
+        except _CaseTimeout:
+            line = {"q": q, "i": i, "error": f"took longer than {header['case_s']:g} s"}
+        except BaseException as error:  # the student's code may raise anything, SystemExit included
+            line = {"q": q, "i": i, "error": _error_text(error)}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        del case
+        try:
+            out.write(json.dumps(line) + "\n")
+        except (TypeError, ValueError, RecursionError):
+            out.write(json.dumps({"q": q, "i": i, "error": "a result that cannot be sent"}) + "\n")
+
+
+def _order(items: list[dict]) -> list[tuple[str, int, list]]:
+    """(question, case index, arguments): every item's public cases first, then the hidden ones."""
+    public = [(item["q"], i, args) for item in items for i, args in enumerate(item["cases"])
+              if i < item.get("public", len(item["cases"]))]
+    hidden = [(item["q"], i, args) for item in items for i, args in enumerate(item["cases"])
+              if i >= item.get("public", len(item["cases"]))]
+    return public + hidden
+
+
+class _Lines:
+    """Lines read from a child's stdout, each under a deadline, at most MAX_OUTPUT bytes in all."""
+
+    def __init__(self, stream):
+        self.fd, self.buffer, self.total = stream.fileno(), bytearray(), 0
+
+    def next(self, deadline: float) -> bytes | None:
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.total >= MAX_OUTPUT:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], left)
+            chunk = os.read(self.fd, 65536) if ready else b""
+            if ready and not chunk:
+                return None  # the child ended
+            self.buffer += chunk
+            self.total += len(chunk)
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        return line
 
 
 def run(items: list[dict], *, box, case_s: float = 2.0, startup_s: float = 30.0,
         probes: list[str] | None = None) -> dict[tuple[str, int], dict]:
-    """Run ``items`` ({q, source, cases}) in a sandboxed process; (question, case index) -> result line.
+    """Run ``items`` ({q, source, cases, public}) in a sandboxed process; (question, case index) -> result line.
 
-    ``box``: the :class:`roofkit.grading.execute.Box` to run in (its folder, jail and settings). Cases with no
-    line (the process was killed at its time limit, or crashed) are absent. The process imports the copy of
-    roofkit without its question bank; what the grader's watch reports from it (:mod:`roofkit.grading.probe`)
-    is appended to ``probes``.
+    ``public``: how many of an item's cases (the first ones) are public; the others are hidden. The cases go to
+    the process one at a time (:func:`child`). ``box``: the :class:`roofkit.grading.execute.Box` to run in (its
+    folder, jail and settings). Cases with no line (the process was killed at its time limit, or crashed) are
+    absent. The process imports the copy of roofkit without its question bank; what the grader's watch reports
+    from it (:mod:`roofkit.grading.probe`) is appended to ``probes``.
     """
     if not items:
         return {}
-    budget = startup_s + case_s * sum(len(item["cases"]) for item in items) + 2
-    request = json.dumps({"items": items, "case_s": case_s}).encode()
+    cases = _order(items)
+    deadline = time.monotonic() + startup_s + (case_s + 0.5) * len(cases) + 2
     watch = probe.Watch()
     try:
         process = box.popen(["--module", "roofkit.grading.cases"], pass_fds=(watch.write_fd,),
@@ -153,33 +208,37 @@ def run(items: list[dict], *, box, case_s: float = 2.0, startup_s: float = 30.0,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     finally:
         watch.handed_over()
-    output = bytearray()
+    results = {}
+    lines = _Lines(process.stdout)
     try:
-        process.stdin.write(request)  # the child reads all of it before it writes anything
-        process.stdin.close()
-        deadline = time.monotonic() + budget
-        while len(output) < MAX_OUTPUT and time.monotonic() < deadline:
-            ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(process.stdout.fileno(), 65536) if ready else b""
-            if ready and not chunk:
-                break  # end of output: the child is done
-            output += chunk
+        process.stdin.write(json.dumps({"case_s": case_s, "functions": {i["q"]: i["source"] for i in items}})
+                            .encode() + b"\n")
+        process.stdin.flush()
+        if lines.next(min(deadline, time.monotonic() + startup_s)) is not None:
+            for q, i, args in cases:
+                process.stdin.write(json.dumps({"q": q, "i": i, "args": args}).encode() + b"\n")
+                process.stdin.flush()
+                line = lines.next(min(deadline, time.monotonic() + case_s + 2))
+                if line is None:
+                    break  # killed at its time limit, or crashed: this case and the rest have no line
+                try:
+                    data = json.loads(line.decode(errors="replace"))
+                    if (str(data["q"]), int(data["i"])) == (q, i):
+                        results[(q, i)] = data
+                except (ValueError, KeyError, TypeError, RecursionError):
+                    continue
     except (BrokenPipeError, OSError):
         pass  # the child died early; what it wrote still counts
     finally:
         box.jail.close()
-        process.stdout.close()
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
         if probes is not None:
             probes += [what for what in watch.events() if what not in probes]
         watch.close()
-    results = {}
-    for line in bytes(output[:MAX_OUTPUT]).decode(errors="replace").splitlines():
-        try:
-            data = json.loads(line)
-            key = (str(data["q"]), int(data["i"]))
-        except (ValueError, KeyError, TypeError, RecursionError):
-            continue
-        results.setdefault(key, data)  # the first line for a case counts
     return results
 
 

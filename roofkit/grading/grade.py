@@ -36,8 +36,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import stat
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -68,6 +70,7 @@ _KEY_PEEK = re.compile(r"\banswer_key\b|\b_BANK\b|\.key\s*\(|\b_variant\b|\b_loa
                        r"|\bcourse\.lesson_\d|\bsys\.modules\b|\bgc\.get_objects\b|\bhidden_cases\b")
 GRADER_VERSION = 2
 MAX_FILE_BYTES = 64 * 2**20
+MAX_CELLS = 5_000
 
 
 # --- what to grade -----------------------------------------------------------------------
@@ -93,13 +96,16 @@ def _notebooks_in(folder: Path) -> list[Path]:
 
 
 def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_name: str | None = None,
-            skipped: list[str] | None = None) -> list[tuple[str, Path]]:
+            skipped: list[str] | None = None, owners: dict | None = None) -> list[tuple[str, Path]]:
     """(student id, file) for every submission: named files, and the notebooks in named folders.
 
-    A file or folder whose name is not a student id (:mod:`.ids`) is left out and described in ``skipped``.
+    A file or folder whose name is not a student id (:mod:`.ids`) is left out and described in ``skipped``, and
+    so is a student with two notebooks (one student, never the class). In a folder per student, the folder's
+    name says whose it is. ``owners``: filled with file -> the student's folder it was found in.
     """
     found: list[tuple[str, Path]] = []
     skipped = skipped if skipped is not None else []
+    owners = owners if owners is not None else {}
 
     def add(student: str, path: Path, named: Path) -> None:
         bad = ids.problem(student)
@@ -111,7 +117,9 @@ def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_n
     def add_file(path: Path) -> None:
         stem, parent = path.stem, path.parent.name
         named_for_release = notebook_name and stem == notebook_name
-        if roster and stem not in roster and parent in roster or named_for_release and parent not in (".", ""):
+        # `subs/*/*.ipynb` names each file with its folder: the folder (a roster id) says whose it is, whatever
+        # the file is called (a file named after a classmate in one's own folder is still one's own)
+        if roster and parent in roster or named_for_release and parent not in (".", ""):
             add(parent, path, path.parent)
         else:
             add(stem, path, path)
@@ -131,8 +139,11 @@ def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_n
                     if notebook_name and len(inside) > 1:
                         inside = [p for p in inside if p.stem == notebook_name] or inside
                     if len(inside) > 1:
-                        raise InvalidValue(f"{str(entry)!r} holds {len(inside)} notebooks; keep one per student.")
+                        skipped.append(f"skipped {files.text(str(entry))!r}: it holds {len(inside)} notebooks "
+                                       f"({', '.join(files.text(p.name) for p in inside[:3])}); keep one per student")
+                        continue
                     if inside:
+                        owners[inside[0]] = entry
                         add(entry.name, inside[0], entry)
                 elif entry_kind == "other" and entry.is_symlink() and entry.is_dir():
                     add(entry.name, entry, entry)  # a per-student folder that is a link: refused, with a note
@@ -144,11 +155,10 @@ def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_n
     for student, path in found:
         by_student.setdefault(student, []).append(path)
     twice = {s: p for s, p in by_student.items() if len(p) > 1}
-    if twice:
-        student, paths_ = next(iter(sorted(twice.items())))
-        raise InvalidValue(f"student {student!r} has {len(paths_)} submissions ({', '.join(map(str, paths_))}); "
-                           "keep one per student.")
-    return sorted(found)
+    for student, paths_ in sorted(twice.items()):
+        skipped.append(f"skipped student {student!r}: {len(paths_)} submissions "
+                       f"({', '.join(files.text(str(p)) for p in paths_[:3])}); keep one per student")
+    return sorted((s, p) for s, p in found if s not in twice)
 
 
 def load(data: bytes | Path):
@@ -170,6 +180,9 @@ def load(data: bytes | Path):
         return None, f"not a notebook: the file is not valid JSON ({files.text(str(error), 120)})"
     if not isinstance(parsed, dict) or not isinstance(parsed.get("cells"), list):
         return None, "not a Jupyter notebook: it has no list of cells"
+    if len(parsed["cells"]) > MAX_CELLS:  # every later phase (checks, the kernel's copy, judging) stays bounded
+        return None, (f"the notebook has {len(parsed['cells']):,} cells; a notebook may have at most {MAX_CELLS:,} "
+                      "(the lessons have a few hundred)")
     kept = []
     for index, cell in enumerate(parsed["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
@@ -205,6 +218,9 @@ class Context:
         self.release, self.secret, self.limits = release, secret, limits
         self.deadline = deadlines.Policy.from_manifest(release.manifest) if release else None
         self.times = dict(times or {})  # student -> hand-in time (roofkit grade --times), else the file's time
+        self.snapshots: dict[str, files.Submission] = {}  # student -> the submission as read (its digest, or why not)
+        self.snapshot_paths: dict[str, Path] = {}  # student -> the private copy grading reads
+        self.file_times: dict[str, float] = {}  # student -> the file's modification time when it was read
         if feedback is not None and feedback not in LEVELS:
             raise InvalidValue(f"unknown --feedback {feedback!r}; expected one of: {', '.join(LEVELS)}.")
         # how kernels are fenced: grade.main chooses (and refuses where there is no sandbox); anyone else building
@@ -424,8 +440,9 @@ def _handed_in_at(context: Context, student: str, path) -> tuple[str | None, str
     """When ``student`` handed in (ISO 8601, UTC) and where that time comes from, in words."""
     if student in context.times:
         return context.times[student].astimezone(timezone.utc).isoformat(), "the --times file"
+    stamp = context.file_times.get(student)
     try:
-        stamp = os.stat(path).st_mtime
+        stamp = stamp if stamp is not None else os.stat(path).st_mtime
     except (OSError, TypeError, ValueError):
         return None, "no time found"
     return datetime.fromtimestamp(stamp, timezone.utc).isoformat(), "the file's modification time"
@@ -527,7 +544,7 @@ def _judge_answers(context: Context, student: str, nb, run, locked: set[int], re
                 row.update(verdict="not answered", reason="not answered: no function source was recorded")
                 continue
             row["answer"] = score.answer_text(record.get("answer") or "function")
-            code_items.append({"q": qid, "source": source,
+            code_items.append({"q": qid, "source": source, "public": len(question.cases),
                                "cases": [list(c) for c in (*question.cases, *question.hidden_cases)]})
             code_rows[qid] = (row, question)
             continue
@@ -673,7 +690,8 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
         raise InvalidValue("--times goes with a release that has a due date (roofkit assign --due).")
     context = Context(loaded, secret, limits, bank, feedback, plan, deadlines.read_times(times) if times else None)
     skipped_files: list[str] = []
-    found = collect(submissions, context.roster, loaded.name if loaded else None, skipped_files)
+    owners: dict = {}
+    found = collect(submissions, context.roster, loaded.name if loaded else None, skipped_files, owners)
     roster = context.roster
     if shard:
         k, n = shard
@@ -685,10 +703,16 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
     workers = max(1, workers or cores)
     counts = {"graded": 0, "skipped": 0}
     job = _Job(context, out, regrade, threading.Event(), counts, threading.Lock())
-    _run_jobs(job, found, workers, progress, on_result)
+    snapshot = _snapshot(found, owners, context)  # every submission read now, once, before any kernel runs
+    try:
+        _run_jobs(job, found, workers, progress, on_result)
+    finally:
+        shutil.rmtree(snapshot, ignore_errors=True)
     summary = report.main(out, assignment=context.name, roster=roster, questions=context.questions or None,
                           signing_key=context.signing_key, sandbox=context.plan.describe(),
-                          people=loaded.manifest.get("people") if loaded else None)
+                          people=loaded.manifest.get("people") if loaded else None,
+                          fingerprint=context.fingerprint,
+                          digests={s: snap.sha256 for s, snap in context.snapshots.items()})
     summary.update(graded=counts["graded"], skipped=counts["skipped"], workers=workers,
                    skipped_files=skipped_files, cleaned=cleaned, sandbox_plan=context.plan.describe())
     if shard:
@@ -698,6 +722,38 @@ def main(submissions: list[str | Path], *, out: str | Path, release: str | Path 
         summary["exports"] = exports.main(out, list(export), assignment=context.name, people=people, column=column,
                                           rows=summary["students"])
     return summary
+
+
+def _snapshot(found: list[tuple[str, Path]], owners: dict, context: Context) -> str:
+    """Read every submission into a private folder before any kernel runs; return the folder.
+
+    A file is read once, refused if it is not a regular file or, in a folder per student, if a link on its path
+    leads out of that student's folder (a classmate's notebook swapped in: the red team's attack 13). Grading
+    reads the private copy, so what changes in the submissions' folders afterwards changes nothing. Each file's
+    modification time is kept as it was then (the hand-in time, when no --times file says otherwise).
+    """
+    folder = tempfile.mkdtemp(prefix=f"{jail.PREFIX}-{os.getpid()}-snapshot-")  # 0700; a killed run's is reaped
+    for student, path in found:
+        owner = owners.get(path)
+        if owner is not None and not os.path.islink(path) \
+                and not os.path.realpath(path).startswith(os.path.realpath(owner) + os.sep):  # (a link itself: below)
+            context.snapshots[student] = files.Submission(
+                None, "refused:link-out", f"refused: a link in {files.text(owner.name)!r} leads out of the "
+                "student's folder; hand in the notebook itself")
+            continue
+        try:
+            context.file_times[student] = os.lstat(path).st_mtime
+        except OSError:
+            pass
+        submission = files.read_submission(path, MAX_FILE_BYTES)
+        if submission.refused:
+            context.snapshots[student] = submission
+            continue
+        copy = Path(folder, f"{len(context.snapshots)}.ipynb")
+        copy.write_bytes(submission.data)
+        context.snapshots[student] = files.Submission(None, submission.sha256, None)
+        context.snapshot_paths[student] = copy
+    return folder
 
 
 def _check_options(workers: int | None, export) -> None:
@@ -735,7 +791,11 @@ class _Job:
     def __call__(self, student: str, path: Path):
         """The result file written for one submission (None: already graded, cancelled, or not writable)."""
         context, out = self.context, self.out
-        submission = files.read_submission(path, MAX_FILE_BYTES)  # read once: digest and notebook from these bytes
+        snap = context.snapshots.get(student)  # the private copy made before any kernel ran (grade.main)
+        if snap is not None and snap.refused:
+            submission = snap
+        else:
+            submission = files.read_submission(context.snapshot_paths.get(student, path), MAX_FILE_BYTES)
         if not self.regrade and _done(out, student, submission.sha256, context.fingerprint, context.signing_key):
             with self.counts_lock:
                 self.counts["skipped"] += 1

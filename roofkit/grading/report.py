@@ -200,7 +200,7 @@ def _error_page(student: str, assignment: str | None, why: str) -> str:
 
 def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | None = None,
          questions: list[dict] | None = None, signing_key: bytes | None = None, sandbox: str | None = None,
-         people: dict | None = None) -> dict:
+         people: dict | None = None, fingerprint: str | None = None, digests: dict[str, str] | None = None) -> dict:
     """Rebuild gradebook.csv, results.json and feedback/ from OUT/results; return a summary.
 
     ``signing_key``: results must carry its signature (:func:`roofkit.grading.results.key`); ``sandbox``: how
@@ -208,6 +208,15 @@ def main(out: str | Path, *, assignment: str | None = None, roster: list[str] | 
     """
     out = Path(out)
     found, problems = results.read_all(out, signing_key, assignment)
+    for student, result in list(found.items()):  # a signed result of other settings, or of another submission
+        why = None
+        if fingerprint and result.get("fingerprint") != fingerprint:
+            why = "its result was made with other settings than this run's; it is graded again on the next run"
+        elif digests and student in digests and result.get("submission_sha256") != digests[student]:
+            why = "its result is of another submission than the one handed in; it is graded again on the next run"
+        if why:
+            problems[student] = why
+            del found[student]
     students = sorted(set(found) | set(roster or []) | {s for s in problems if ids.problem(s) is None})
     if questions:
         question_ids = [q["id"] for q in questions]
