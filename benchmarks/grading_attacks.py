@@ -26,6 +26,15 @@ key must not leak) is made for a class of 10. The class is graded twice with
             case is named after the case, a private question answered wrong to
             read the key's size off the feedback
 
+   and three from the second red team's report (issue 31):
+
+   network  MPTCP and UDP to a listener of the machine's (which must receive
+            nothing), 2,000 ports held, and an output bomb: 200 MB of messages
+            for no running cell (findings 1, 3, 7, 18)
+   selfkill a kernel that kills itself before its answers (10-12): graded 0,
+            never an `error` that leaves the LMS grade blank
+   cells    6,000 one-line cells (9): refused at once, no grading time spent
+
 The two gradings alternate --repeat times (the machine's load changes
 meanwhile) and the fastest of each counts. It prints both wall times and
 their ratio (target: at most 1.5x), each
@@ -45,6 +54,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -59,8 +69,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' own way to write a right a
 import helpers  # noqa: E402
 BIN = Path(sys.executable).parent
 # in alphabetical order (the grader's) honest students and attackers alternate: each attacker runs beside one
-HONEST = ["ada", "cy", "eve", "gus", "ivy"]
-ATTACKERS = {"judge": "bob", "bytes": "dee", "escape": "fay", "files": "hal", "leaks": "jo"}
+HONEST = ["ada", "cy", "eve", "gus", "ivy", "kai", "mo", "pat"]
+ATTACKERS = {"judge": "bob", "bytes": "dee", "escape": "fay", "files": "hal", "leaks": "jo", "network": "lu",
+             "selfkill": "ned", "cells": "ro"}
 PRIVATE = "bench.gemm-time"
 BANK = '''"""A private question: its key never reaches a student."""
 
@@ -75,6 +86,13 @@ register(Question(
     unit="s", hints=("Find which roof limits it.",), points=2))
 '''
 TOKEN = "roofkit-bench-attack"
+LISTENER = socket.socket()  # a service of the machine's: a graded kernel must not reach it (the network attacker)
+LISTENER.bind(("127.0.0.1", 0))
+LISTENER.listen()
+LISTENER.setblocking(False)
+UDP = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # ... and its UDP twin on the same port
+UDP.bind(("127.0.0.1", LISTENER.getsockname()[1]))
+UDP.setblocking(False)
 
 
 def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
@@ -128,6 +146,27 @@ def attackers(release: Path, out: Path, subs: Path) -> dict[str, int]:
     nbformat.write(helpers.submission(release, leaker, jo), subs / f"{leaker}.ipynb")
     code = quiz.get("l00.code-flops")
     deserved[leaker] = 4 + len(code.cases) / (len(code.cases) + len(code.hidden_cases))
+    netter, killer, celler = (ATTACKERS[f] for f in ("network", "selfkill", "cells"))
+    port = LISTENER.getsockname()[1]
+    probe = ("import socket\nfor kind, proto in ((socket.SOCK_STREAM, 262), (socket.SOCK_DGRAM, 0)):\n    try:\n"
+             "        s = socket.socket(socket.AF_INET, kind, proto)\n        s.settimeout(2)\n"
+             f"        s.connect(('127.0.0.1', {port}))\n        s.send(b'stolen')\n    except OSError:\n        pass\n"
+             "held = []\nfor p in range(20000, 22000):\n    try:\n"
+             "        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)\n        s.bind(('127.0.0.1', p))\n"
+             "        s.listen()\n        held.append(s)\n    except OSError:\n        pass")
+    bomb_out = ("k = get_ipython().kernel\nparent = {'header': {'msg_id': 'no-cell', 'msg_type': 'execute_request', "
+                "'session': 'x'}}\nblob = {'data': '[0],' * 500_000}\nfor _ in range(100):\n"
+                "    k.session.send(k.iopub_socket, 'comm_msg', blob, parent=parent)")
+    nbformat.write(helpers.submission(release, netter, helpers.right_answers(release, netter), before=[probe],
+                                      after=[bomb_out]), subs / f"{netter}.ipynb")
+    deserved[netter] = 7  # its answers are its own; the attacks must earn and cost nothing
+    nbformat.write(helpers.submission(release, killer, helpers.right_answers(release, killer), before=[
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"]), subs / f"{killer}.ipynb")
+    deserved[killer] = 0
+    many = helpers.submission(release, celler, helpers.right_answers(release, celler))
+    many.cells += [nbformat.v4.new_code_cell("1") for _ in range(6000)]
+    nbformat.write(many, subs / f"{celler}.ipynb")
+    deserved[celler] = 0
     return deserved
 
 
@@ -225,7 +264,8 @@ def main() -> None:
         print("wall times: honest " + ", ".join(f"{s:.1f} s" for s, _ in honest_runs) + "; attacked "
               + ", ".join(f"{s:.1f} s" for s, _ in attacked_runs))
         ratio = attacked_s / reference_s
-        print(f"10 honest students: {reference_s:.1f} s; 5 honest + 5 attackers: {attacked_s:.1f} s -> "
+        print(f"{len(students)} honest students: {reference_s:.1f} s; {len(HONEST)} honest + {len(ATTACKERS)} "
+              f"attackers: {attacked_s:.1f} s -> "
               f"{ratio:.2f}x (target <= 1.5x); finished before {args.timeout:g} s: {reference_ok and attacked_ok}")
         failures = [] if reference_ok and attacked_ok else ["a grading did not finish: the grader hung"]
         if ratio > 1.5:
@@ -237,7 +277,7 @@ def main() -> None:
         times = {}
         for name, grades in (("honest", folder / "graded-honest"), ("attacked", folder / "graded-attacked")):
             times[name] = sum(json.loads((grades / "results" / f"{s}.json").read_text())["seconds"] for s in HONEST)
-        print(f"the 5 honest students' own grading time: {times['honest']:.1f} s alone, {times['attacked']:.1f} s "
+        print(f"the {len(HONEST)} honest students' own grading time: {times['honest']:.1f} s alone, {times['attacked']:.1f} s "
               f"beside the attackers ({times['attacked'] / times['honest']:.2f}x)")
         for s in HONEST:
             row = book[s]
@@ -266,6 +306,19 @@ def main() -> None:
             if formulas:
                 failures.append(f"{name} holds a formula: {formulas[0]!r}")
         print(f"exports free of formulas: {not any('holds a formula' in f for f in failures)}")
+        reached = False
+        for take in (LISTENER.accept, lambda: UDP.recvfrom(100)):
+            try:
+                take()
+                reached = True
+            except BlockingIOError:
+                pass
+        print(f"the machine's service reached from a graded kernel: {reached}")
+        if reached:
+            failures.append("a graded kernel connected to a service of the machine")
+        for s in (ATTACKERS["selfkill"],):
+            if book.get(s, {}).get("status") != "graded":
+                failures.append(f"{s} (selfkill) is {book.get(s, {}).get('status')!r}, not graded")
         leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _has_token(p)]
         print(f"attackers' processes left after grading: {len(leftovers)}")
         if leftovers:

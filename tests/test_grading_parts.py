@@ -478,3 +478,15 @@ def test_submissions_are_read_before_grading_and_a_link_out_of_ones_folder_is_re
                           signing_key=grade.results.key(grade.variants.read_secret(tmp_path / "secret.txt")),
                           fingerprint=bo["fingerprint"], digests={"bo": "0" * 64})
     assert {r["student"]: r["status"] for r in checked["students"]}["bo"] == "error"
+
+
+def test_a_notebook_of_too_many_cells_is_refused_at_once():
+    """The red team's attack 9: 780,000 one-line cells cost 614 s outside every deadline."""
+    from roofkit.grading import grade
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1") for _ in range(grade.MAX_CELLS + 1)])
+    started = time.monotonic()
+    loaded, why = grade.load(nbformat.writes(nb).encode())
+    assert loaded is None and f"{grade.MAX_CELLS + 1:,} cells" in why and time.monotonic() - started < 5
+    fine, why = grade.load(nbformat.writes(nbformat.v4.new_notebook(cells=nb.cells[:100])).encode())
+    assert fine is not None and why is None

@@ -394,8 +394,9 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
     result["notes"] += run.notes()
     result["flags"] += _probe_flags(run.probes)
     if run.killed:  # graded as it stands; the instructor is told, in case the machine itself ran out of memory
-        result["flags"].append(f"{run.stopped}: killed (SIGKILL or its memory cap), by its own code or, rarely, by "
-                               "the machine running short of memory; the answers before it count, the rest score 0")
+        result["flags"].append(f"killed at cell {(run.stopped_at or 0) + 1} (SIGKILL or its memory cap), by its own "
+                               "code or, rarely, by the machine running short of memory: the answers before count, "
+                               "the rest score 0; regrade if the machine was short of memory")
     if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
         return _not_graded(result, started, "error", f"not graded: {run.failed}; it is graded again on the next run",
                            "not graded: the grader could not run your notebook fairly; it will be graded again")

@@ -99,7 +99,8 @@ class Plan:
         """One line for the reports: what fenced each kernel."""
         landlock = f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "no Landlock"
         if self.kind == "bubblewrap":
-            parts = ["own PID namespace", "a user id of its own" if self.root else "a user namespace",
+            parts = ["own PID and network namespaces (no network)",
+                     "a user id of its own" if self.root else "a user namespace",
                      "private temp folder" + (" (size-limited)" if self.tmpfs_size else " (not size-limited)"),
                      "read-only system, minimal /etc"]
             parts.append(f"cgroup {self.cgroup}: memory, processes, one CPU" if self.cgroup else
