@@ -384,3 +384,14 @@ def test_q_means_the_queries_only():
     for bytes_q in ("Q = b", "Q/B", "F/Q", "Q_k", r"\frac{Q"):
         assert bytes_q not in text, bytes_q
     assert r"\text{bytes} = b\,(T d + d w + T w)" in text and r"\text{bytes}/B" in text
+
+
+def test_the_inverse_ratio_and_the_growth_get_their_own_names():
+    """The learner's 0.89 (the ratio the other way round) and 12% (the growth, not the factor)."""
+    from roofkit.course import quiz
+
+    question = quiz.get("l11.achievable-factor")
+    key = question.answer_key()
+    assert quiz.judge(question, f"{1 / key:.2f}").misconception == "inverse"
+    assert quiz.judge(question, f"{100 * (key - 1):.0f}%").misconception == "growth-not-factor"
+    assert quiz.judge(question, f"{key:.3f}").correct

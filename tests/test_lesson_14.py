@@ -596,3 +596,14 @@ def test_a_plan_s_step_is_rebuilt_from_its_parts():
     waits = plan.communication["tp"]["exposed_s"]
     assert plan.bubble_s == pytest.approx(parallel.bubble_time(plan.compute_s + waits, plan.pp, plan.microbatches))
     assert "How a plan's step is built" in _text()
+
+
+def test_the_named_parameter_count_is_its_own_slip():
+    """The learner's 81: 405e9 parameters (the name) instead of the model's count, which needs 82 GPUs."""
+    from roofkit import model
+    from roofkit.course import quiz
+
+    question = quiz.get("l14.gpus-to-hold")
+    assert model("llama-3.1-405b").params > 405e9
+    verdict = quiz.judge(question, str(question.answer_key() - 1))
+    assert verdict.misconception == "rounded-params" and "which way you rounded" not in verdict.feedback

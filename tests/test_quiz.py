@@ -372,3 +372,18 @@ def test_a_past_release_naming_an_old_id_still_grades(tmp_path):
     assert result[0]["status"] == "graded" and result[0]["score"] == result[0]["max_score"] > 0, result
     stored = json.loads((tmp_path / "grades" / "results" / "ann.json").read_text())
     assert [(q["id"], q["verdict"]) for q in stored["questions"]] == [(old, "correct")]
+
+
+def test_a_hint_in_the_middle_of_a_cell_is_shown(monkeypatch):
+    """The learner's hint('id') mid-cell printed nothing: only a cell's last value is shown. hint() shows itself."""
+    import IPython
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append(obj))
+    quiz.register(GEMM)
+    quiz._hints_shown.pop(GEMM.id, None)
+    text = quiz.hint(GEMM.id)
+    assert shown == [{"text/plain": str(text)}] and "hint 1/2" in text
+    assert text._ipython_display_() is None  # as a cell's last value, it is not shown a second time

@@ -333,9 +333,13 @@ def _source(function) -> str | None:
 
 
 class Hint(str):
-    """A hint: a string that a notebook shows as text, not as a quoted string."""
+    """A hint: a string that :func:`hint` has already shown as text in a notebook, wherever in a cell it was
+    called (not only as the cell's last line); IPython shows nothing more for it."""
 
-    def _repr_pretty_(self, printer, cycle):  # IPython's display of the value a cell ends with
+    def _ipython_display_(self):
+        """hint() showed it already: the value a cell ends with is not shown twice."""
+
+    def _repr_pretty_(self, printer, cycle):  # pretty-printed elsewhere (in a list, a repr): as text, no quotes
         printer.text(str(self))
 
 
@@ -355,15 +359,27 @@ def hint(question_id: str) -> Hint:
     """
     question = get(question_id)
     if not question.hints:
-        return Hint(f"[{question.id}] no hints for this one: reread the prompt and the section above it.")
+        return _shown(Hint(f"[{question.id}] no hints for this one: reread the prompt and the section above it."))
     shown = _hints_shown.get(question.id, 0)
     total = len(question.hints)
     if shown >= total:
-        return Hint(f"[{question.id}] no more hints: you have seen all {total}. Reread them and the section above "
-                    "the question.")
+        return _shown(Hint(f"[{question.id}] no more hints: you have seen all {total}. Reread them and the section "
+                           "above the question."))
     _hints_shown[question.id] = shown + 1
     last = " (that was the last hint)" if shown == total - 1 else ""
-    return Hint(f"[{question.id}] hint {shown + 1}/{total}: {question.hints[shown]}{last}")
+    return _shown(Hint(f"[{question.id}] hint {shown + 1}/{total}: {question.hints[shown]}{last}"))
+
+
+def _shown(text: Hint) -> Hint:
+    """Show ``text`` in a notebook now (a hint() in the middle of a cell is seen too); return it."""
+    try:
+        from IPython import get_ipython  # deferred: IPython costs ~70 ms at import
+        from IPython.display import display  # deferred: IPython costs ~70 ms at import
+    except ImportError:  # pragma: no cover - IPython comes with the course
+        return text
+    if get_ipython() is not None:
+        display({"text/plain": str(text)}, raw=True)
+    return text
 
 
 def close_enough(a: float, b: float, rtol: float) -> bool:

@@ -535,6 +535,14 @@ register(
                           "You multiplied the two ratios. Each kernel is bound by one roof: a memory-bound kernel "
                           "only feels the bandwidth.",
                           answer=lambda hw, **p: _peak_ratio(hw) * _bandwidth_ratio(hw)),
+            Misconception("inverse",
+                          "That is the ratio the other way round (the datasheet sum over the achievable one). The "
+                          "achievable roofs are lower, so the sum grows: the factor is above 1.",
+                          answer=lambda **p: 1 / _achievable_factor(**p)),
+            Misconception("growth-not-factor",
+                          "That is how much the sum grows (the factor minus 1, as a share). The question asks for the "
+                          "factor itself: 1 plus that.",
+                          answer=lambda **p: _achievable_factor(**p) - 1),
         ),
     ),
     Question(

@@ -11,6 +11,7 @@ tests/test_lesson_14.py.
 from __future__ import annotations
 
 import math
+import re
 
 from ...perf import comms, nccl, parallel, steptime, training
 from ...catalogs import hardware, links, models
@@ -27,6 +28,20 @@ def _states(model) -> dict:
 def _gpus_to_hold(model, memory_gb, parts=("total",)):
     states = _states(model)
     return math.ceil(sum(states[p] for p in parts) / (memory_gb * 1e9))
+
+
+def _named_size_gpus(model, memory_gb):
+    """The GPUs for the parameter count the model's name says (405B for llama-3.1-405b), 16 bytes each."""
+    named = float(re.search(r"(\d+(?:\.\d+)?)b$", model)[1]) * 1e9
+    return math.ceil(16 * named / (memory_gb * 1e9))
+
+
+def _apart(wrong, right):
+    """``wrong``'s value, or None where it is the key (then it is no mistake to name)."""
+    def value(**p):
+        guess = wrong(**p)
+        return None if guess == right(**p) else guess
+    return value
 
 
 def _weights_and_moments(model, memory_gb):
@@ -231,6 +246,10 @@ register(
             Misconception("ten-bytes", "You counted 10 bytes per parameter (BF16 weights and two FP32 moments). "
                                        "Mixed precision also keeps the BF16 gradients and an FP32 master copy of "
                                        "the weights: 16 bytes.", answer=_weights_and_moments),
+            Misconception("rounded-params", "That rounds the parameter count to the model's name (405B, 70B, "
+                                            "175B). Near a whole number of GPUs the exact count decides: use "
+                                            "roofkit.model(...).params.",
+                          answer=_apart(_named_size_gpus, _gpus_to_hold)),
         ),
         variants={"model": ("llama-3-70b", "llama-3.1-405b", "gpt-3-175b"), "memory_gb": (80, 96, 141, 192)},
     ),
