@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -490,3 +491,18 @@ def test_a_notebook_of_too_many_cells_is_refused_at_once():
     assert loaded is None and f"{grade.MAX_CELLS + 1:,} cells" in why and time.monotonic() - started < 5
     fine, why = grade.load(nbformat.writes(nbformat.v4.new_notebook(cells=nb.cells[:100])).encode())
     assert fine is not None and why is None
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("ending", ["import os\nos._exit(137)", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"])
+def test_a_kernel_that_ends_itself_is_its_own_result_not_the_graders_failure(ending):
+    """The red team's attacks 10 and 11: exit status 137 and a self-sent SIGKILL once made `error` (ungraded,
+    retried on every run, a blank LMS grade)."""
+    record = ('from IPython.display import display\n'
+              'display({"application/vnd.roofkit.answer+json": {"roofkit_answer": 1, "id": "q", "answer": 7}}, '
+              'raw=True)')
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(record), nbformat.v4.new_code_cell(ending)])
+    run = execute.main(nb, limits=execute.Limits(notebook_s=60, cell_s=20, startup_s=60), plan=jail.choose("auto"))
+    assert run.failed is None and run.killed and run.stopped_at == 1
+    assert [r["id"] for _, r in run.records] == ["q"]  # the answer before it stands
+    assert not any(Path(tempfile.gettempdir()).glob("roofkit-grade-*/kernel.log"))  # its output was no file
