@@ -545,16 +545,19 @@ def test_15_a_restart_cleans_up_what_a_killed_grader_left(attacked, tmp_path):
     subs, out, temp = tmp_path / "subs", tmp_path / "g", tmp_path / "tmp"
     subs.mkdir()
     temp.mkdir()
-    sleeper = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {TOKEN!r}])"
+    def sleeper(student):
+        return (f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', "
+                f"{TOKEN + ':' + student!r}])")
+
     for student, extra in (("honest-a", []), ("honest-b", ["import time\ntime.sleep(20)"])):
         nb = nbformat.read(attacked["subs"] / f"{student}.ipynb", as_version=4)
-        nb.cells[2:2] = [nbformat.v4.new_code_cell(sleeper), *map(nbformat.v4.new_code_cell, extra)]
+        nb.cells[2:2] = [nbformat.v4.new_code_cell(sleeper(student)), *map(nbformat.v4.new_code_cell, extra)]
         nbformat.write(nb, subs / f"{student}.ipynb")
     # the grader is killed once the first result is written (honest-a's, whose sleeper ended with its kernel) and
     # honest-b's sleeper runs (on a loaded machine its kernel may start late)
     script = ("import os, signal, time\nfrom pathlib import Path\nfrom roofkit.grading import execute, grade\n"
               "def sleepers():\n    n = 0\n    for e in Path('/proc').iterdir():\n        try:\n"
-              f"            n += e.name.isdigit() and e.name != str(os.getpid()) and {TOKEN.encode()!r} in "
+              f"            n += e.name.isdigit() and {(TOKEN + ':honest-b').encode()!r} in "
               "(e / 'cmdline').read_bytes()\n"
               "        except OSError:\n            pass\n    return n\n"
               "def stop(result):\n    end = time.monotonic() + 60\n"

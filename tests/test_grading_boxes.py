@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def fresh_boxes():
-    """ask() in this process, as in a kernel: no widget of an earlier test alive; every widget made closed after."""
-    ipywidgets.Widget.close_all()
+    """ask() in this process, as in a kernel; every widget made closed after."""
     quiz._boxes.clear()
     yield
     for widget in list(quiz._boxes.values()):
@@ -33,7 +32,10 @@ def fresh_boxes():
 
 def saved_state() -> dict:
     """The live widgets' state as JupyterLab writes it into a saved notebook's metadata."""
-    return json.loads(json.dumps({boxes.STATE_MIME: ipywidgets.Widget.get_manager_state(drop_defaults=True)}))
+    # this notebook's boxes only (other tests in this process may have made widgets of their own)
+    mine = [widget.answer_box for widget in quiz._boxes.values()]
+    return json.loads(json.dumps({boxes.STATE_MIME: ipywidgets.Widget.get_manager_state(drop_defaults=True,
+                                                                                        widgets=mine)}))
 
 
 def type_in_box(qid: str, text: str) -> None:
