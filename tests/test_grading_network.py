@@ -107,3 +107,20 @@ def test_output_a_kernel_sends_for_no_cell_is_counted_dropped_unparsed_and_stops
     assert [r["id"] for _, r in run.records] == ["q"]  # the answer before the bomb is kept
     assert run.stopped and "printed more than" in run.stopped and run.stopped_at == 1, run.stopped
     assert run.output_bytes < limits.output_bytes  # none of it counted as the cell's own output: never parsed
+
+
+@pytest.mark.parametrize("mode", ["auto", "none"])
+def test_a_long_temporary_folder_still_holds_the_kernels_sockets(tmp_path, monkeypatch, mode):
+    """A Unix socket's path is at most 107 bytes: the sockets live in a short folder whatever TMPDIR is."""
+    import tempfile
+
+    long = tmp_path / ("t" * 60) / ("u" * 60)
+    long.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    record = ('from IPython.display import display\n'
+              'display({"application/vnd.roofkit.answer+json": {"roofkit_answer": 1, "id": "q", "answer": 7}}, '
+              'raw=True)')
+    run = execute.main(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(record)]),
+                       limits=execute.Limits(notebook_s=60, cell_s=20, startup_s=60, sandbox=mode),
+                       plan=jail.choose(mode))
+    assert run.failed is None and [r["id"] for _, r in run.records] == ["q"], (run.failed, run.stopped)

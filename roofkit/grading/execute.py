@@ -309,8 +309,8 @@ class _Kernel:
         self.received_bytes = 0
         # the channels are Unix sockets in a folder of this kernel's (jupyter_client's "ipc" transport), never
         # network ports: a kernel in bubblewrap has a network namespace of its own, with nothing in it to reach
-        sockets = os.path.join(box.host, "ipc")
-        os.mkdir(sockets, 0o700)
+        # a short path: a Unix socket's path is at most 107 bytes, and TMPDIR can be long (pytest's is)
+        sockets = self.sockets = tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-ipc-", dir=jail.short_temp())
         if box.jail.uid is not None:
             os.chown(sockets, box.jail.uid, box.jail.gid)
         sockets_inside = os.path.join(box.jail.folder, "ipc") if box.jail.bubble else sockets
@@ -333,12 +333,14 @@ class _Kernel:
         # its own stdout and stderr go nowhere: a file of the grader's would be a place outside its tmpfs it could
         # fill (its outputs travel as messages, counted and capped)
         self.log = open(os.devnull, "wb")
+        settings = {"ports_from_connection_file": True, "probe_fd": self.watch.write_fd}
+        if not box.jail.bubble:  # the sockets' folder is outside its own: Landlock must let it make them there
+            settings["write"] = [*box.settings["write"], sockets]
         try:
             self.process = box.popen(["-f", inside, "--HistoryManager.enabled=False"], pass_fds=(self.watch.write_fd,),
                                      binds=binds, writable={sockets: sockets_inside} if box.jail.bubble else {},
-                                     extra_settings={"ports_from_connection_file": True,
-                                                                  "probe_fd": self.watch.write_fd},
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+                                     extra_settings=settings, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         finally:
             self.watch.handed_over()
         self.client = BlockingKernelClient(context=context)
@@ -466,6 +468,8 @@ class _Kernel:
         if self.client is not None:
             self.client.stop_channels()
         self.box.jail.close()
+        if getattr(self, "sockets", None):
+            shutil.rmtree(self.sockets, ignore_errors=True)
         if self.log is not None:
             self.log.close()
         self.watch.close()

@@ -671,6 +671,11 @@ def _drop_lock(path: str, handle) -> None:
         pass
 
 
+def short_temp() -> str:
+    """A folder for Unix sockets: /tmp where it is writable (its paths stay short), else the temporary folder."""
+    return "/tmp" if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK) else tempfile.gettempdir()
+
+
 def reap() -> list[str]:
     """Remove what graders that were killed left: temporary folders, their processes and cgroups.
 
@@ -697,14 +702,20 @@ def reap() -> list[str]:
                 dead.add(int(pid))
         except OSError:
             continue
+    sockets_dir = short_temp()
+    try:  # a killed grader's socket folders are in short_temp(), which may not be the temporary folder
+        socket_entries = os.listdir(sockets_dir) if sockets_dir != temp else []
+    except OSError:
+        socket_entries = []
     for pid in sorted(dead):
         prefixes = (f"{PREFIX}-{pid}-", f"roofkit-graded-{pid}-")
-        for entry in entries:
-            if entry.startswith(prefixes):
-                folder = os.path.join(temp, entry)
-                kill_marked(folder)
-                shutil.rmtree(folder, ignore_errors=True)
-                cleaned.append(f"removed {folder}")
+        for where, listed in ((temp, entries), (sockets_dir, socket_entries)):
+            for entry in listed:
+                if entry.startswith(prefixes):
+                    folder = os.path.join(where, entry)
+                    kill_marked(folder)
+                    shutil.rmtree(folder, ignore_errors=True)
+                    cleaned.append(f"removed {folder}")
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             first = _SLOT_BASE + (pid % 2**20) * _SLOTS
             kill_user(first, first + _SLOTS - 1)
