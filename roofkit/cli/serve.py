@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from ..errors import InvalidValue, RoofkitError
 from ..units import size
@@ -32,7 +33,154 @@ def _rate(value) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+def rate(text):
+    """An argparse type: requests per second, a positive number, or inf (all at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"request rate must be a positive number of requests per second or 'inf' "
+                                         f"(all at once); got {text!r}.")
+    return value
+
+
+def seed(text):
+    """An argparse type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be a whole number of at least 0; got {text!r}.")
+    return value
+
+
+def seconds(name):
+    """An argparse type: a positive number of seconds, such as 2, 0.2 or 200ms."""
+
+    def parse(text):
+        from ..units import quantity  # deferred: import roofkit.cli loads no module but errors
+
+        try:
+            value = float(text)
+        except ValueError:
+            try:
+                value = float(quantity(text, "s"))
+            except (RoofkitError, ValueError):
+                value = math.nan
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{name} must be a positive number of seconds (2, 0.2 or 200ms); "
+                                             f"got {text!r}.")
+        return value
+
+    return parse
+
+
+_SIMULATION = ("requests", "max_num_seqs", "max_num_batched_tokens", "slo_ttft", "slo_tpot", "seed")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _percentiles(row, values) -> tuple[str, str]:
+    return row, "   ".join(f"{'-' if v is None else human(v, 's'):>10}" for v in values)
+
+
+def cmd_simulate(args) -> None:
+    """``roofkit serve ... --request-rate R`` or ``--static``: a request stream, or a static batch, simulated."""
+    from ..catalogs import hardware, models  # deferred: catalogs.hardware pulls in numpy (through formulas)
+    from ..perf.inference import serving, simulate  # deferred: perf.inference pulls in numpy (through formulas)
+
+    if args.static and args.request_rate is not None:
+        raise InvalidValue("--static runs one batch from start to end; --request-rate a stream of requests: "
+                           "give one of them.")
+    if args.input_tokens is None or args.output_tokens is None:
+        what = "--static" if args.static else "--request-rate"
+        raise InvalidValue(f"{what} needs a workload: --input-tokens I and --output-tokens O (not --context).")
+    if args.prompt is not None:
+        raise InvalidValue("--prompt goes with --context; a workload's prompt is its --input-tokens.")
+    options = dict(gpus=args.gpus, tp=args.tp, pp=args.pp, dtype=args.dtype, weights_dtype=args.weights_dtype,
+                   kv_dtype=args.kv_dtype, calibrated=args.calibrated)
+    mode = ("calibrated: achievable roofs, a per-kernel floor and an engine overhead per step" if args.calibrated
+            else "a bound: every step at the roofline, datasheet roofs")
+    price = args.usd_per_gpu_hour
+    if args.static:
+        extra = [_flag(k) for k in _SIMULATION if k != "requests" and getattr(args, k) is not None]
+        if extra:
+            raise InvalidValue(f"{', '.join(extra)} go{'es' if len(extra) == 1 else ''} with --request-rate; "
+                               "--static takes --batch (or --requests), --input-tokens, --output-tokens.")
+        if args.batch is not None and args.requests is not None and args.batch != args.requests:
+            raise InvalidValue(f"--static runs one batch: --batch ({args.batch}) and --requests ({args.requests}) "
+                               "differ; give one.")
+        s = simulate.static(args.model, args.hw, args.input_tokens, args.output_tokens,
+                            batch=args.batch if args.batch is not None else args.requests, **options)
+        data = s.to_dict()
+        data["usd_per_million_tokens"] = (None if price is None else
+                                          serving.usd_per_million_tokens(s.tokens_per_s, s.gpus, price))
+        m, acc = models.get(args.model), hardware.get(args.hw)
+        per = f" per replica ({s.replicas} replicas)" if s.replicas > 1 else ""
+        lines = [f"{m.name} on {s.gpus} x {acc.name}: a static batch of {s.batch}{per}, {s.workload.input_tokens:,} "
+                 f"input and {s.workload.output_tokens:,} output tokens each", f"figures: {mode}", ""]
+        rows = [("time to first token", f"{human(s.ttft_s, 's')} (the {s.batch} prompts prefilled together)"),
+                ("time per output token", "- (one output token)" if s.tpot_s is None else
+                 f"{human(s.tpot_s, 's')} (decode at batch {s.batch}, the mean of its {s.workload.output_tokens - 1} "
+                 "steps)"),
+                ("end to end", human(s.e2e_s, "s")),
+                ("tokens/s", f"{_rate(s.tokens_per_s)} output tokens/s on the {s.gpus} GPU"
+                             f"{'s' if s.gpus > 1 else ''}")]
+        if data["usd_per_million_tokens"] is not None:
+            rows.append(("cost", f"${data['usd_per_million_tokens']:.4g} per million output tokens"))
+        lines += table(rows) + [f"note: {n}" for n in s.notes]
+        emit(args, data, lines)
+        return
+    if args.batch is not None:
+        raise InvalidValue("--batch sets a steady state's requests in flight; with --request-rate the scheduler "
+                           "decides (--max-num-seqs caps them).")
+    given = {k: getattr(args, k) for k in _SIMULATION if getattr(args, k) is not None}
+    names = {"max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
+             "slo_ttft": "slo_ttft_s", "slo_tpot": "slo_tpot_s", "requests": "requests", "seed": "seed"}
+    s = simulate.simulate(args.model, args.hw, args.input_tokens, args.output_tokens, request_rate=args.request_rate,
+                          **{names[k]: v for k, v in given.items()}, **options)
+    data = s.to_dict()
+    data["usd_per_million_tokens"] = (None if price is None else
+                                      serving.usd_per_million_tokens(s.tokens_per_s, s.gpus, price))
+    m, acc = models.get(args.model), hardware.get(args.hw)
+    arrive = ("all at once" if math.isinf(s.request_rate) else
+              f"Poisson arrivals at {s.request_rate:g} requests/s (seed {s.seed})")
+    per = f" ({s.replicas} replicas of {s.gpus // s.replicas} GPUs, {s.requests:,} requests each)" \
+        if s.replicas > 1 else ""
+    lines = [f"{m.name} on {s.gpus} x {acc.name}{per}: {data['requests']:,} requests of "
+             f"{s.workload.input_tokens:,} input and {s.workload.output_tokens:,} output tokens, {arrive}",
+             f"engine: continuous batching, at most {s.max_num_seqs} requests and {s.max_num_batched_tokens:,} tokens "
+             f"per step, chunked prefill, a KV cache of {s.cache_tokens:,} tokens, preemption by recompute",
+             f"figures: {mode}", ""]
+    lines += table([("", "       p50          p90          p99"),
+                    _percentiles("TTFT", [data["ttft_p50_s"], data["ttft_p90_s"], data["ttft_p99_s"]]),
+                    _percentiles("TPOT", [data["tpot_p50_s"], data["tpot_p90_s"], data["tpot_p99_s"]]),
+                    _percentiles("ITL", [data["itl_p50_s"], data["itl_p90_s"], data["itl_p99_s"]]),
+                    _percentiles("E2E", [data["e2e_p50_s"], data["e2e_p90_s"], data["e2e_p99_s"]])])
+    rows = [("throughput", f"{_rate(s.tokens_per_s)} output tokens/s, {s.requests_per_s:.4g} requests/s over "
+                           f"{human(s.duration_s, 's')}"),
+            ("goodput", f"{s.goodput:.4g} requests/s meet TTFT <= {human(s.slo_ttft_s, 's')} and TPOT <= "
+                        f"{human(s.slo_tpot_s, 's')} ({data['goodput_fraction']:.1%} of the requests)"),
+            ("engine", f"{data['steps']:,} steps, at most {s.peak_running} requests running, "
+                       f"{data['preemptions']:,} preemptions")]
+    if data["usd_per_million_tokens"] is not None:
+        rows.append(("cost", f"${data['usd_per_million_tokens']:.4g} per million output tokens at "
+                             f"${price:g} per GPU-hour"))
+    lines += [""] + table(rows) + [f"note: {n}" for n in s.notes]
+    emit(args, data, lines)
+
+
 def cmd_serve(args) -> None:
+    if args.request_rate is not None or args.static:
+        return cmd_simulate(args)
+    extra = [_flag(k) for k in _SIMULATION if getattr(args, k) is not None]
+    if extra:
+        raise InvalidValue(f"{', '.join(extra)} go{'es' if len(extra) == 1 else ''} with --request-rate R (a "
+                           "simulated stream of requests) or --static.")
     from ..catalogs import hardware, models  # deferred: catalogs.hardware pulls in numpy (through formulas)
     from ..perf.inference import serve  # deferred: perf.inference pulls in numpy (through formulas)
 
@@ -132,4 +280,21 @@ def register(sub, common) -> None:
     p.add_argument("--calibrated", action="store_true",
                    help="an estimate: achievable roofs, a per-kernel floor and an engine overhead per step, fitted "
                         "on published serving runs (default: a bound)")
+    sim = p.add_argument_group("a simulated benchmark (with --input-tokens and --output-tokens)")
+    sim.add_argument("--request-rate", dest="request_rate", type=rate,
+                     help="simulate a stream of requests arriving at R per second (Poisson; inf: all at once) on an "
+                          "engine like vLLM's: per-request TTFT, TPOT, ITL, percentiles, throughput, goodput")
+    sim.add_argument("--static", action="store_true",
+                     help="simulate one batch of --batch (or --requests) requests from start to end "
+                          "(default: as many as fit)")
+    sim.add_argument("--requests", type=count("requests"), help="requests in the stream (default 1000)")
+    sim.add_argument("--max-num-seqs", dest="max_num_seqs", type=count("max-num-seqs"),
+                     help="requests running at once at most (default 256)")
+    sim.add_argument("--max-num-batched-tokens", dest="max_num_batched_tokens",
+                     type=tokens("max-num-batched-tokens"), help="tokens per engine step at most (default 8192)")
+    sim.add_argument("--slo-ttft", dest="slo_ttft", type=seconds("slo-ttft"),
+                     help="goodput's time-to-first-token target, s (default 2)")
+    sim.add_argument("--slo-tpot", dest="slo_tpot", type=seconds("slo-tpot"),
+                     help="goodput's time-per-output-token target, s (default 0.2)")
+    sim.add_argument("--seed", type=seed, help="the arrivals' random seed (default 0)")
     p.set_defaults(func=cmd_serve)

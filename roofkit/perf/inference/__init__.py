@@ -16,6 +16,8 @@ One concept per module:
     speculative  expected tokens per step (sympy), speed-up with a draft    speculative.expected_tokens(0.8, 4)
     paged        blocks and fragmentation against contiguous reservations  paged.fragmentation([100, 900], 2048)
     serving      all of it at once, and its cost: `roofkit serve`           serving.serve("llama-3-70b", "h100", 8, 8192)
+    simulate     a stream of requests on a vLLM-like scheduler: TTFT,       simulate.simulate("llama-3-8b", "h100", 1000, 200, 10)
+                 TPOT, ITL percentiles, goodput; a static batch
     plot         TPOT and tokens/s against the batch; one GPU's memory;      plot.plot_batch("llama-3-8b", "h100")
                  the latency-throughput frontier; published vs predicted
     report       the lesson's tables (caches, memory wall, weight formats)   print(report.cache_table(["llama-3-8b"]))
@@ -25,20 +27,22 @@ The names below are the package's public API, imported from those modules.
 
 from __future__ import annotations
 
-from . import (engine, kvcache, latency, memory, paged, preemption, published, report, serving, speculative, weights,
-               workload)
+from . import (engine, kvcache, latency, memory, paged, preemption, published, report, serving, simulate, speculative,
+               weights, workload)
 from .kvcache import bytes_per_sequence, bytes_per_token
 from .latency import critical_batch, decode_step, prefill, step, step_time_bound, tpot, ttft
 from .memory import RESERVE, MemoryPlan, layout, max_batch, max_context, min_gpus
 from .memory import plan as memory_plan
 from .paged import fragmentation
 from .serving import Serving, serve, usd_per_million_tokens
+from .simulate import Simulation, Static
 from .speculative import expected_tokens, speedup
 from .weights import weight_format, weights_bytes
 from .workload import SteadyState, Workload, steady_state
 
 __all__ = ["kvcache", "weights", "memory", "latency", "engine", "workload", "preemption", "published", "speculative", "paged",
-           "serving", "report", "step", "Workload", "SteadyState", "steady_state", "usd_per_million_tokens",
+           "serving", "simulate", "report", "step", "Workload", "SteadyState", "steady_state", "usd_per_million_tokens",
            "bytes_per_token", "bytes_per_sequence", "weight_format", "weights_bytes", "RESERVE", "MemoryPlan",
            "memory_plan", "layout", "max_batch", "max_context", "min_gpus", "prefill", "decode_step", "ttft", "tpot",
-           "critical_batch", "step_time_bound", "expected_tokens", "speedup", "fragmentation", "Serving", "serve"]
+           "critical_batch", "step_time_bound", "expected_tokens", "speedup", "fragmentation", "Serving", "serve",
+           "Simulation", "Static"]
