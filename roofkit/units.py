@@ -42,6 +42,22 @@ def size(value, name: str = "size"):
     return positive(value, name)
 
 
+TOKEN_SUFFIXES = {"k": 2**10, "m": 2**20, "b": 2**30, "g": 2**30, "t": 2**40}  # a batch of tokens: powers of two
+
+
+def tokens(value, name: str = "tokens"):
+    """A count of tokens in a batch from a number or a string: '4M' is 4 x 2^20 = 4,194,304 tokens, as papers mean
+    a "4M-token batch" (Llama 3: 1,024 sequences of 4,096); '4194304' and '4e6' are taken as written."""
+    if isinstance(value, str):
+        match = _SIZE.match(value)
+        if not match or match.groups()[1].lower() == "p":
+            raise InvalidValue(f"{name} must be a number of tokens such as 4194304 or 4M (K, M, G, T are powers "
+                               f"of two here: 4M = 4 x 2^20); got {value!r}.")
+        number, suffix = match.groups()
+        value = float(number.replace(",", "").replace("_", "")) * TOKEN_SUFFIXES.get(suffix.lower(), 1)
+    return positive(value, name)
+
+
 def _check(value, name: str, ok, what: str):
     if is_symbolic(value):
         return value

@@ -357,10 +357,22 @@ def test_cli_parallel_json(capsys):
     assert {"step_time_s", "mfu", "memory_per_gpu_bytes", "fits", "compute_s", "communication_s", "bubble_s",
             "communication"} <= set(data)
     assert set(data["communication"]) == {"tp", "pp", "dp", "zero"}
-    plan = parallel.plan("llama-3-70b", "h100", 1024, 4e6, 8192, tp=8, pp=4, zero=1)
+    plan = parallel.plan("llama-3-70b", "h100", 1024, 4 * 2**20, 8192, tp=8, pp=4, zero=1)  # 4M = 4 x 2^20 tokens
     assert data["mfu"] == pytest.approx(plan.mfu) and data["fits"] is True
     code, out, _ = run(capsys, *argv[:-1])
     assert code == 0 and "MFU" in out and "pipeline bubble" in out
+
+
+def test_a_batch_of_tokens_counts_in_powers_of_two_and_whole_sequences(capsys):
+    """C-2: '4M' was read as 4e6, which gave each of 32 replicas 15.26 sequences of 8,192 tokens."""
+    from roofkit.units import tokens
+
+    assert tokens("4M") == 4 * 2**20 and tokens("512k") == 512 * 2**10 and tokens("4194304") == 4 * 2**20
+    with pytest.raises(InvalidValue, match="not a whole number"):
+        parallel.plan("llama-3-70b", "h100", 1024, 4e6, 8192, tp=8, pp=4, zero=1)
+    code, _, err = run(capsys, "parallel", "--model", "llama-3-70b", "--hw", "h100", "--gpus", "1024", "--tp", "8",
+                       "--pp", "4", "--global-batch-tokens", "4000000", "--seq", "8192")
+    assert code == 2 and "4,194,304" not in err and "not a whole number" in err and len(err.strip().splitlines()) == 1
 
 
 def test_cli_parallel_gather_api_list(capsys):

@@ -72,6 +72,20 @@ def size(name):
     return parse
 
 
+def token_count(name):
+    """An argparse type: '4194304', '4M' (4 x 2^20: powers of two for a batch of tokens) -> a positive number."""
+
+    def parse(text):
+        from ..units import tokens  # deferred: import roofkit.cli loads no module but errors
+
+        try:
+            return tokens(text, name)
+        except RoofkitError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
 def number(name):
     """An argparse type: a plain positive number such as 0.4 or 2.5."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import count, emit, human, number, size, table
+from ._common import count, emit, human, number, size, table, token_count
 
 
 def cmd_parallel(args) -> None:
@@ -68,8 +68,9 @@ def register(sub, common) -> None:
     p.add_argument("--gather-api", choices=("flat", "list"), default="flat",
                    help="how ZeRO-3 hands its buffers to the collectives: flat (default; one buffer a call, FSDP) or "
                         "list (a tensor per rank, each parameter on its own: DeepSpeed's ZeRO-3 of 2021)")
-    p.add_argument("--global-batch-tokens", required=True, type=size("global-batch-tokens"),
-                   help="tokens per optimizer step, e.g. 4M")
+    p.add_argument("--global-batch-tokens", required=True, type=token_count("global-batch-tokens"),
+                   help="tokens per optimizer step: 4194304, or 4M (M = 2^20 here, as papers mean a 4M-token "
+                        "batch); whole sequences per data-parallel replica")
     p.add_argument("--seq", required=True, type=size("seq"), help="sequence length, e.g. 8192")
     p.add_argument("--microbatches", type=count("microbatches"),
                    help="micro-batches per replica (default: one sequence each)")

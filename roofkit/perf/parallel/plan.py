@@ -398,6 +398,12 @@ def _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_
     if sequences < 1 - 1e-9:
         raise InvalidValue(f"a global batch of {B:g} tokens gives each of the dp = {d} replicas {sequences:.3g} "
                            f"sequences of {S} tokens; it needs at least {S * d} tokens.")
+    if abs(sequences - round(sequences)) > 1e-9 * sequences:
+        whole_batch = round(sequences) * S * d
+        raise InvalidValue(f"a global batch of {B:,.0f} tokens gives each of the dp = {d} replicas {sequences:.4g} "
+                           f"sequences of {S} tokens, not a whole number; a step trains whole sequences: use "
+                           f"{whole_batch:,} tokens ({round(sequences)} per replica), or another dp. (On the command "
+                           "line 4M is 4 x 2^20 tokens.)")
     m = whole(microbatches, "microbatches") if microbatches is not None else max(1, math.floor(sequences + 1e-9))
     if m > sequences * (1 + 1e-9):
         raise InvalidValue(f"microbatches = {m} but each replica has only {sequences:.4g} sequences of {S} tokens: "
