@@ -60,9 +60,23 @@ def roofkit_with_data(where: Path, edits: dict[str, tuple[str, str]]) -> Path:
     return package
 
 
-def right_answers(release: Path, student: str) -> dict[str, str]:
-    """Right answers to ``student``'s homework in a release, as the cell sources a student would write."""
-    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
+def keys_as_typed(release: Path, secret_file: Path, student: str) -> dict[str, str]:
+    """``student``'s key of every question of a release that is not code, as the text a student types."""
+    from roofkit.grading import assign, variants
+
+    manifest = assign.read_release(release).manifest
+    numbers = assign.numbers(manifest, variants.read_secret(secret_file), student)
+    out = {}
+    for q in manifest["questions"]:
+        question = quiz.get(q["id"]).with_params(**numbers.get(q["id"], {}))
+        if question.kind != "code":
+            out[q["id"]] = str(question.answer_key())
+    return out
+
+
+def right_answers(release: Path, student: str, name: str = "hw") -> dict[str, str]:
+    """Right answers to ``student``'s notebook ``name`` in a release, as the cell sources a student would write."""
+    nb = nbformat.read(release / "students" / student / f"{name}.ipynb", as_version=4)
     variant = nb.metadata["roofkit"]["variant"]
     out = {}
     for cell in nb.cells:
@@ -77,10 +91,10 @@ def right_answers(release: Path, student: str) -> dict[str, str]:
     return out
 
 
-def submission(release: Path, student: str, sources: dict[str, str], before=(), after=()):
-    """``student``'s homework with these answer-cell ``sources`` (by question id), and cells of code added
+def submission(release: Path, student: str, sources: dict[str, str], before=(), after=(), name: str = "hw"):
+    """``student``'s notebook ``name`` with these answer-cell ``sources`` (by question id), and cells of code added
     ``before`` the first answer and ``after`` the last cell."""
-    nb = nbformat.read(release / "students" / student / "hw.ipynb", as_version=4)
+    nb = nbformat.read(release / "students" / student / f"{name}.ipynb", as_version=4)
     first = next(i for i, c in enumerate(nb.cells) if cells.is_answer_cell(c))
     for cell in nb.cells:
         if cells.is_answer_cell(cell):

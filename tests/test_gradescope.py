@@ -18,8 +18,9 @@ import jsonschema
 import nbformat
 import pytest
 
-from roofkit.course import quiz
-from roofkit.grading import assign, cells, variants
+from roofkit.grading import assign, variants
+
+import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,17 +76,11 @@ def _hand_in(autograder, root: Path, student: str, sid: str, created_at: str, wr
     """Gradescope's /autograder for one hand-in: the source unpacked, the notebook, the metadata."""
     with zipfile.ZipFile(autograder / "release" / "gradescope.zip") as archive:
         archive.extractall(root / "source")
-    nb = nbformat.read(autograder / "release" / "students" / student / "hw1.ipynb", as_version=4)
-    numbers = nb.metadata["roofkit"]["variant"]
-    for cell in nb.cells:
-        if cells.is_answer_cell(cell):
-            qid = cells.checked_ids(cell.source)[0]
-            question = quiz.get(qid).with_params(**numbers.get(qid, {}))
-            if question.kind == "code":
-                cell.source = f"def fma_flops(fmas):\n    return 2 * fmas\n\ncheck({qid!r}, fma_flops)"
-            else:
-                key = "1" if qid == wrong else str(question.answer_key())
-                cell.source = f"check({qid!r}, {key!r})"
+    release = autograder / "release"
+    answers = helpers.right_answers(release, student, "hw1")
+    if wrong:
+        answers[wrong] = f"check({wrong!r}, '1')"
+    nb = helpers.submission(release, student, answers, name="hw1")
     (root / "submission").mkdir(parents=True)
     nbformat.write(nb, root / "submission" / "hw1.ipynb")
     (root / "submission_metadata.json").write_text(json.dumps({

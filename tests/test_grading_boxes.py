@@ -14,7 +14,9 @@ import nbformat
 import pytest
 
 from roofkit.course import quiz
-from roofkit.grading import assign, boxes, cells, grade, release, variants
+from roofkit.grading import assign, boxes, grade
+
+import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,15 +74,7 @@ def boxed_submission(where: Path, student: str, answers: dict[str, str], keep_st
 
 
 def keys_of(where: Path, student: str) -> dict[str, str]:
-    """``student``'s key of every question that is not code, as the text a student would type."""
-    manifest = assign.read_release(where / "release").manifest
-    numbers = assign.numbers(manifest, variants.read_secret(where / "secret.txt"), student)
-    out = {}
-    for q in manifest["questions"]:
-        question = quiz.get(q["id"]).with_params(**numbers.get(q["id"], {}))
-        if question.kind != "code":
-            out[q["id"]] = str(question.answer_key())
-    return out
+    return helpers.keys_as_typed(where / "release", where / "secret.txt", student)
 
 
 def test_a_box_says_in_a_release_that_it_is_handed_in(class_release, fresh_boxes):

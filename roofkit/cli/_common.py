@@ -58,32 +58,28 @@ def json_flag() -> argparse.ArgumentParser:
     return common
 
 
-def size(name):
-    """An argparse type: '4096', '4e9', '70B' -> a positive number, or our one-line message."""
+def _read_by(reader: str, name: str):
+    """An argparse type that reads with ``roofkit.units.<reader>``, its error as our one-line message."""
 
     def parse(text):
-        from ..units import size as read_size  # deferred: import roofkit.cli loads no module but errors
+        from .. import units  # deferred: import roofkit.cli loads no module but errors
 
         try:
-            return read_size(text, name)
+            return getattr(units, reader)(text, name)
         except RoofkitError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
     return parse
+
+
+def size(name):
+    """An argparse type: '4096', '4e9', '70B' -> a positive number, or our one-line message."""
+    return _read_by("size", name)
 
 
 def token_count(name):
     """An argparse type: '4194304', '4M' (4 x 2^20: powers of two for a batch of tokens) -> a positive number."""
-
-    def parse(text):
-        from ..units import tokens  # deferred: import roofkit.cli loads no module but errors
-
-        try:
-            return tokens(text, name)
-        except RoofkitError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return parse
+    return _read_by("tokens", name)
 
 
 def number(name):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..errors import InvalidValue
 
-__all__ = ["Policy", "parse_time", "read_times", "Lateness", "TIME_COLUMNS", "ID_COLUMNS"]
+__all__ = ["Policy", "parse_time", "read_times", "Lateness", "late_text", "TIME_COLUMNS", "ID_COLUMNS"]
 
 DAY_S = 86_400
 ID_COLUMNS = ("id", "student", "username", "sis_login_id", "login")
@@ -66,6 +66,14 @@ class Lateness:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def late_text(late) -> str:
+    """A result's ``late`` record (:meth:`Lateness.to_dict`) in words; "" for none, or for one that is malformed."""
+    try:
+        return Lateness(**late).describe() if isinstance(late, dict) else ""
+    except TypeError:
+        return ""
 
 
 @dataclass(frozen=True)

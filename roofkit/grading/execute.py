@@ -580,12 +580,12 @@ class _Executor:
             probe = client.execute("", store_history=False, allow_stdin=False)
             until = min(deadline, time.monotonic() + 1.0)
             while time.monotonic() < until:
-                try:
-                    msg = self.kernel.iopub.get_msg(timeout=0.1)
+                try:  # counted and bounded like every other message (another cell's dropped unparsed)
+                    msg = self.kernel.next_message(0.1, parent=probe)
                 except Exception:  # noqa: BLE001 - Empty, or an undecodable message
                     continue
-                if (msg.get("parent_header", {}).get("msg_id") == probe and msg["msg_type"] == "status"
-                        and msg["content"].get("execution_state") == "idle"):
+                if msg is not None and msg["msg_type"] == "status" and \
+                        msg["content"].get("execution_state") == "idle":
                     self.kernel.disconnected()
                     return
 

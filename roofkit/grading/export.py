@@ -75,17 +75,8 @@ def moodle(rows: list[dict], *, column: str, people: dict | None = None) -> str:
     for row in _valid(rows):
         who = _who(people, row["student"])
         table.append([who.get("username", row["student"]), who.get("idnumber", ""), who.get("email", ""),
-                      _grade(row, "-"), *([_late_text(row)] if late else [])])
+                      _grade(row, "-"), *([deadlines.late_text(row.get("late"))] if late else [])])
     return files.csv_text(table)
-
-
-def _late_text(row: dict) -> str:
-    """The lateness of a hand-in in words (Moodle maps this column to the grade's feedback), or nothing."""
-    late = row.get("late")
-    try:
-        return deadlines.Lateness(**late).describe() if isinstance(late, dict) else ""
-    except TypeError:
-        return ""
 
 
 def _valid(rows: list[dict]) -> list[dict]:

@@ -129,9 +129,9 @@ def results_json(result: dict, sandbox: str) -> dict:
                       "max_score": float(q["max_points"]), "status": "passed" if q["verdict"] == "correct" else "failed",
                       "output": "\n".join([*answer, q["verdict"], *said]), "visibility": "visible"})
     notes = list(result.get("notes", []))
-    late = result.get("late")
-    if isinstance(late, dict):
-        notes.insert(0, deadlines.Lateness(**late).describe())
+    late, said = result.get("late"), deadlines.late_text(result.get("late"))
+    if said:
+        notes.insert(0, said)
     notes.append(f"graded by running your notebook afresh ({sandbox}); the verdicts it printed did not count")
     out = {"score": float(result.get("score", 0.0)), "output": "\n".join(str(n) for n in notes),
            "output_format": "text", "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}

@@ -161,9 +161,9 @@ def feedback_page(result: dict, level: str | None = None) -> str:
              f"({_percent(result['score'], result['max_score']):g}%)"
              + (f" · <span class='{e(result['status'])}'>{e(result['status'])}</span>"
                 if result["status"] != "graded" else "") + "</p>"]
-    late = result.get("late")
-    if isinstance(late, dict):
-        lines.append(f"<p>{e(deadlines.Lateness(**late).describe())}"
+    late, said = result.get("late"), deadlines.late_text(result.get("late"))
+    if said:
+        lines.append(f"<p>{e(said)}"
                      + (f" · score before the penalty: {result['score_on_time']:g}" if late.get("days_late") and
                         "score_on_time" in result else "") + "</p>")
     lessons = result.get("lessons") or {}

@@ -15,31 +15,22 @@ from pathlib import Path
 import pytest
 
 from roofkit.course import quiz
-from roofkit.grading import assign, boxes, grade, variants
+from roofkit.grading import assign, boxes, grade
 
-from test_lab import notebook, run_all
+import helpers
+
+from test_lab import notebook, reopens_with_its_boxes, run_all
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _keys(release, secret_file, student: str) -> dict[str, str]:
-    manifest = assign.read_release(release).manifest
-    numbers = assign.numbers(manifest, variants.read_secret(secret_file), student)
-    out = {}
-    for q in manifest["questions"]:
-        question = quiz.get(q["id"]).with_params(**numbers.get(q["id"], {}))
-        if question.kind != "code":
-            out[q["id"]] = str(question.answer_key())
-    return out
-
-
 def test_answers_typed_in_the_boxes_are_saved_and_graded(lab, page, shots, tmp_path):
     (tmp_path / "roster.csv").write_text("id\nada\n", encoding="utf-8")
     release, secret = lab.root / "release", tmp_path / "secret.txt"
     assign.main(["00"], name="hw1", out=release, roster=tmp_path / "roster.csv", secret_file=secret, root=ROOT)
-    keys = _keys(release, secret, "ada")
+    keys = helpers.keys_as_typed(release, secret, "ada")
     wrong = next(q for q in keys if quiz.get(q).kind == "numeric")
     typed = {**keys, wrong: "1"}
     path = "release/students/ada/hw1.ipynb"
@@ -68,13 +59,7 @@ def test_answers_typed_in_the_boxes_are_saved_and_graded(lab, page, shots, tmp_p
     finally:
         lab.shutdown_kernels()
 
-    # reopened with no kernel behind it: the boxes show from the saved state
-    page.goto(lab.url(f"lab/tree/{path}"))
-    notebook(page).locator(".jp-CodeCell").first.wait_for()
-    expect(notebook(page).locator(".roofkit-question input").first).to_be_visible(timeout=60_000)
-    assert "model not found" not in notebook(page).inner_text()
-    page.screenshot(path=str(shots / "release-reopened.png"))
-    lab.shutdown_kernels()
+    reopens_with_its_boxes(lab, page, path, shots / "release-reopened.png")
 
     # the instructor grades what was handed in: the boxes' answers, judged
     submitted = tmp_path / "ada.ipynb"

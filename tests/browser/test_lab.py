@@ -49,6 +49,17 @@ def run_all(lab, page, path: str, timeout: float = 120) -> None:
     raise TimeoutError(f"{path}: not every cell ran within {timeout} s; prompts: {prompts}")
 
 
+def reopens_with_its_boxes(lab, page, path: str, shot) -> None:
+    """Open a saved notebook with no kernel behind it: its answer boxes show from the saved widget state, not
+    "Error displaying widget: model not found"."""
+    page.goto(lab.url(f"lab/tree/{path}"))
+    notebook(page).locator(".jp-CodeCell").first.wait_for()
+    expect(notebook(page).locator(".roofkit-question input").first).to_be_visible(timeout=60_000)
+    assert "model not found" not in notebook(page).inner_text()
+    page.screenshot(path=str(shot))
+    lab.shutdown_kernels()
+
+
 def test_quiz_widget_names_the_mistake_then_accepts_the_answer(lab, page, shots):
     try:
         run_all(lab, page, "notebooks/00-start-here.ipynb")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from test_lab import notebook, run_all
+from test_lab import notebook, reopens_with_its_boxes, run_all
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -38,9 +38,4 @@ def test_the_own_copy_opens_clean_runs_saves_and_reopens(lab, page, shots):
     saved = (lab.root / PATH).read_text(encoding="utf-8")
     assert "application/vnd.jupyter.widget-state+json" in saved  # the boxes' state travels with the copy
 
-    page.goto(lab.url(f"lab/tree/{PATH}"))
-    notebook(page).locator(".jp-CodeCell").first.wait_for()
-    expect(notebook(page).locator(".roofkit-question input").first).to_be_visible(timeout=60_000)
-    assert "model not found" not in notebook(page).inner_text()
-    page.screenshot(path=str(shots / "own-copy-reopened.png"))
-    lab.shutdown_kernels()
+    reopens_with_its_boxes(lab, page, PATH, shots / "own-copy-reopened.png")
