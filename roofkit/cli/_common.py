@@ -96,16 +96,16 @@ def number(name):
     return parse
 
 
-def count(name):
-    """An argparse type: a whole number of at least 1 (threads, workers, GPUs)."""
+def count(name, least: int = 1):
+    """An argparse type: a whole number of at least ``least`` (threads, workers, GPUs; 0 for a seed)."""
 
     def parse(text):
         try:
             value = int(text)
         except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be a whole number of at least 1; got {text!r}.")
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number of at least {least}; got {text!r}.")
         return value
 
     return parse

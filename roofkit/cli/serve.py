@@ -45,17 +45,6 @@ def rate(text):
     return value
 
 
-def seed(text):
-    """An argparse type: a whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"seed must be a whole number of at least 0; got {text!r}.")
-    return value
-
-
 def seconds(name):
     """An argparse type: a positive number of seconds, such as 2, 0.2 or 200ms."""
 
@@ -296,5 +285,5 @@ def register(sub, common) -> None:
                      help="goodput's time-to-first-token target, s (default 2)")
     sim.add_argument("--slo-tpot", dest="slo_tpot", type=seconds("slo-tpot"),
                      help="goodput's time-per-output-token target, s (default 0.2)")
-    sim.add_argument("--seed", type=seed, help="the arrivals' random seed (default 0)")
+    sim.add_argument("--seed", type=count("seed", least=0), help="the arrivals' random seed (default 0)")
     p.set_defaults(func=cmd_serve)
