@@ -163,8 +163,12 @@ def collect(paths: list[str | Path], roster: list[str] | None = None, notebook_n
 
 def load(data: bytes | Path):
     """The notebook in ``data`` (bytes read once, or a path), or the reason it cannot be graded."""
-    import nbformat  # deferred: nbformat costs ~1.4 s at import
+    parsed, why = _parse(data)
+    return _notebook(parsed) if parsed is not None else (None, why)
 
+
+def _parse(data: bytes | Path) -> tuple[dict | None, str | None]:
+    """The JSON of a notebook (a dict with a list of at most MAX_CELLS cells), or why it is not one."""
     if isinstance(data, (str, Path)):
         read = files.read_submission(data, MAX_FILE_BYTES)
         if read.refused:
@@ -183,6 +187,13 @@ def load(data: bytes | Path):
     if len(parsed["cells"]) > MAX_CELLS:  # every later phase (checks, the kernel's copy, judging) stays bounded
         return None, (f"the notebook has {len(parsed['cells']):,} cells; a notebook may have at most {MAX_CELLS:,} "
                       "(the lessons have a few hundred)")
+    return parsed, None
+
+
+def _notebook(parsed: dict):
+    """The notebook the grader runs, made from its parsed JSON: each cell's source and metadata, no outputs."""
+    import nbformat  # deferred: nbformat costs ~1.4 s at import
+
     kept = []
     for index, cell in enumerate(parsed["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
@@ -375,7 +386,8 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
     if submission is None:
         submission = files.read_submission(path, MAX_FILE_BYTES)
     result = _new_result(context, student, path, submission)
-    nb, unreadable = load(submission.data) if not submission.refused else (None, submission.refused)
+    parsed, unreadable = _parse(submission.data) if not submission.refused else (None, submission.refused)
+    nb, unreadable = _notebook(parsed) if parsed is not None else (None, unreadable)
     questions = context.questions or (_self_questions(nb) if nb is not None else [])
     result["questions"] = _question_rows(context, questions)
     if nb is not None and not questions:
@@ -400,7 +412,7 @@ def grade_one(context: Context, student: str, path: Path | files.Submission, can
     if run.failed:  # not the notebook's doing: no grade now, and the next run grades it again
         return _not_graded(result, started, "error", f"not graded: {run.failed}; it is graded again on the next run",
                            "not graded: the grader could not run your notebook fairly; it will be graded again")
-    saved = boxes.read(submission.data)
+    saved = boxes.read(parsed)  # the JSON parsed once, above
     if saved.unsaved:
         result["notes"].append("answers typed in answer boxes were not saved with this notebook (JupyterLab saves "
                                "them; the editor that saved it did not): write each answer in its answer cell")
