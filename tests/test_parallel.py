@@ -177,7 +177,8 @@ def test_step_time_adds_compute_exposed_communication_and_bubble():
         assert set(plan.communication) == {"tp", "pp", "dp", "zero"}
         # MFU counts the model's FLOPs (training.flops_per_token, never retyped); HFU the kernels'
         m = models.get("llama-3-70b")
-        assert plan.model_flops == training.flops_per_token(m.params, m.layers, m.heads, m.head_dim, 8192) * 4 * 2**20
+        assert plan.model_flops == training.flops_per_token(m.active_params, m.layers, m.heads, m.head_dim, 8192,
+                                                            causal=True) * 4 * 2**20
         peak = hardware.get("h100").peak("bf16")
         assert plan.hfu == pytest.approx(plan.hardware_flops / (plan.step_time_s * 1024 * peak))
         # every kernel takes at least its FLOPs at the peak: the compute is never shorter than that

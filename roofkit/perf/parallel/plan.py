@@ -58,9 +58,14 @@ split them); ``fits`` holds it against what the card reports, so a layout that
 "does not fit" fits no implementation. ``memory_estimate`` is an estimate beside
 it: the activations as Megatron-LM's eager layers keep them (every op's inputs).
 
-MFU counts the model's FLOPs (:func:`roofkit.training.flops_per_token`, 6N with
-the active parameters of a mixture of experts, plus attention's) against the
-datasheet peak; HFU every FLOP the kernels execute, recomputation included.
+MFU counts the model's FLOPs against the datasheet peak (:data:`MFU_CONVENTION`):
+6N with N the parameters a token is multiplied by (the active ones of a mixture
+of experts; not the embedding table, which is a lookup), plus attention's
+matmuls under the causal mask (:func:`roofkit.training.flops_per_token` with
+``causal=True``), the FLOPs a causal attention kernel executes. Counting every
+score of the T x T matrix, as PaLM's Appendix B and Megatron-LM's formula do,
+credits a step with work its kernels skip, and a bound would then print an MFU
+above 1. HFU counts every FLOP the kernels execute, recomputation included.
 """
 
 from __future__ import annotations
@@ -81,7 +86,10 @@ from .memory import layer_params, memory_per_gpu
 from .pipeline import layers_in_flight, schedule
 from .sharding import GATHER_APIS, OPS_PER_SLICE, ZERO_STAGES, list_slices, policy_of, zero_collectives
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Plan", "plan", "MFU_CONVENTION"]
+
+MFU_CONVENTION = ("model FLOPs = 6 x the parameters a token is multiplied by (active experts only, no embedding "
+                  "lookup) + attention's matmuls under the causal mask, over the datasheet peak")
 
 
 @dataclass
@@ -205,7 +213,8 @@ class Plan:
                                "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
                                "memory_estimate_bytes": self.memory_estimate_bytes,
                                "communication_s": self.communication_s, "tokens_per_gpu": self.tokens_per_gpu,
-                               "layout": self.layout, "breakdown": self.breakdown}
+                               "layout": self.layout, "breakdown": self.breakdown,
+                               "mfu_convention": MFU_CONVENTION}
 
 
 def _check_layout(M, G, t, c, p, d, e, zero):
@@ -269,7 +278,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     params_here = (dense_params + expert_params) / L.p
     _data_parallel_traffic(comm, fabric, L, r, t_mb, stage_mb, params_here * _ACT, shards, overlap, gather_api)
     if not calibrated:
-        bubble = _hide_in_the_bound(comm, compute, bubble, stage_mb, L.p, L.v, overlap)
+        bubble = _hide_in_the_bound(comm, compute, stage_mb, L.p, L.v, overlap)
     optimizer = _optimizer_s(params_here, shards, L.zero, r)
     model_flops, hardware_flops = _flops(L, sequence_parallel, attention)
     memory, memory_estimate, stage = _memory(L, shards, sequence_parallel, attention)
@@ -520,8 +529,15 @@ def _data_parallel_traffic(comm, fabric, L: _Layout, r, t_mb, stage_mb, grads, s
                               "group": shards, "level": comm["zero"]["level"], "time_s": busy, "exposed_s": busy}
 
 
-def _hide_in_the_bound(comm, compute, bubble, stage_mb, p, v, overlap) -> float:
-    """The bound: every link's traffic hidden as far as it fits in the step; returns the bubble without traffic."""
+def _hide_in_the_bound(comm, compute, stage_mb, p, v, overlap) -> float:
+    """The bound: every link's traffic hidden as far as it fits in the step; returns the bubble without traffic.
+
+    The window a link's traffic can hide in is the GPU's compute and the pipeline's
+    idle bubble, neither of them counting communication: traffic cannot hide behind
+    itself. So the bound step is at least the busiest link's time, and at least the
+    busiest GPU's compute.
+    """
+    bubble = (p - 1) / v * stage_mb if p > 1 else 0.0
     busy = {}
     for kind, x in comm.items():
         busy[x["level"]] = busy.get(x["level"], 0.0) + x["time_s"]
@@ -535,7 +551,7 @@ def _hide_in_the_bound(comm, compute, bubble, stage_mb, p, v, overlap) -> float:
         for x in comm.values():
             share = x["time_s"] / busy[worst] if worst and x["level"] == worst and busy[worst] else 0.0
             x["exposed_s"] = max(0.0, excess) * share
-    return (p - 1) / v * stage_mb if p > 1 else 0.0
+    return bubble
 
 
 def _optimizer_s(params_here, shards, zero, r) -> float:
@@ -551,8 +567,8 @@ def _flops(L: _Layout, sequence_parallel, attention) -> tuple[float, float]:
     from .. import training  # deferred: perf.training imports numpy
 
     M = L.M
-    per_token = training.flops_per_token(M.active_params if M.moe else M.params, M.layers, M.heads,
-                                         M.qk_nope_head_dim + M.qk_rope_head_dim if M.mla else M.head_dim, L.S)
+    head_dim = (M.qk_nope_head_dim + M.qk_rope_head_dim + M.v_head_dim) / 2 if M.mla else M.head_dim
+    per_token = training.flops_per_token(M.active_params, M.layers, M.heads, head_dim, L.S, causal=True)
     model_flops = per_token * L.B
     hardware_flops = _kernel_flops(M, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode, L.precision,
                                    L.dense_layers, L.moe_layers) * L.m * L.G / L.p
