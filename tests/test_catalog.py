@@ -81,6 +81,21 @@ def test_the_three_catalogs_use_it():
     assert links.get(links.names()[0]) is links.catalog()[0]
 
 
+@pytest.mark.parametrize("catalog, spelling, key", [
+    (hardware, "H800", "h800"), (hardware, "h100_nvl", "h100-nvl"), (hardware, "H100 PCIe 94GB", "h100-nvl"),
+    (links, "H800 NVLink", "nvlink4-h800"), (links, "HGX H800", "hgx-h800"),
+    (links, "h100-nvl-bridge", "h100-nvl-bridge"), (links, "H100 NVL NVLink", "h100-nvl-bridge")])
+def test_the_h100_variants_are_found_in_every_catalog_that_has_them(catalog, spelling, key):
+    assert catalog.get(spelling).key == key
+
+
+def test_the_variants_names_stay_their_own():
+    # the H800's and the NVL's spellings do not take an H100's, nor the other way round
+    assert hardware.get("H100").key == "h100-sxm" and hardware.get("H100 PCIe").key == "h100-pcie"
+    assert links.get("NVLink 4").key == "nvlink4" and links.get("HGX H100").key == "hgx-h100"
+    assert links.get("HGX H800").over == "nvlink4-h800" != links.get("HGX H100").over
+
+
 def test_register_refuses_an_accelerators_name_unless_replace():
     entry = {"name": "Mine", "aliases": ["H100"], "source": "a test", "peak_tflops": {"fp32": 1}, "bandwidth_tb_s": 0.1}
     with scratch_hardware_catalog():

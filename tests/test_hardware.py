@@ -1,9 +1,9 @@
 """The accelerator catalog: sourced, dense figures, found by any common spelling.
 
 The oracle for the figures is typed here from the vendors' datasheets (dense
-TFLOP/s, TB/s, GB; NVIDIA's T4, A100, H100, H200, B200 and L4 datasheets,
-AMD's MI300X data sheet, Google Cloud's TPU v5e and v5p pages),
-not read from the catalog file.
+TFLOP/s, TB/s, GB; NVIDIA's T4, A100, H100 (SXM5, PCIe and NVL columns), H200,
+B200 and L4 datasheets, AMD's MI300X data sheet, Google Cloud's TPU v5e and v5p
+pages; for the H800, DeepSeek's papers and notes), not read from the catalog file.
 """
 
 import json
@@ -14,7 +14,9 @@ from importlib import resources
 
 import pytest
 
-from roofkit.catalogs import hardware
+from roofkit.catalogs import hardware, links, nccl_tuning
+from roofkit.perf import nccl
+from roofkit.perf.parallel.fabric import links_of
 from roofkit.errors import InvalidValue, RoofkitError, UnknownHardware, UnknownPrecision, UnsupportedPrecision
 
 from helpers import scratch_hardware_catalog
@@ -134,6 +136,10 @@ DATASHEETS = {
     "a100": ({"fp32": 19.5, "tf32": 156, "bf16": 312, "int8": 624}, 2.039, 80e9, 40e6, 108),
     "h100 sxm5": ({"fp32": 67, "tf32": 494.5, "bf16": 989, "fp8": 1979}, 3.35, 80e9, 50e6, 132),
     "h100 pcie": ({"fp32": 51, "tf32": 378, "bf16": 756, "fp8": 1513}, 2.0, 80e9, None, 114),
+    # the H100 NVL column: 835 TF32, 1,671 BF16 and 3,341 FP8 are sparse; 60 FP32 is not; 94 GB, 3.9 TB/s
+    "h100 nvl": ({"fp32": 60, "tf32": 835 / 2, "bf16": 1671 / 2, "fp8": 3341 / 2}, 3.9, 94e9, None, 132),
+    # DeepSeek: 3.35 TB/s and 989 TFLOP/s dense BF16 (FlashMLA notes), 132 SMs (V3 report, 3.5.1), else the SXM5's
+    "h800": ({"fp32": 67, "tf32": 494.5, "bf16": 989, "fp8": 1979}, 3.35, 80e9, None, 132),
     "h200": ({"bf16": 989, "fp8": 1979}, 4.8, 141e9, 50e6, 132),
     "b200": ({"fp32": 80, "tf32": 1125, "bf16": 2250, "fp8": 4500, "fp4": 9000}, 8.0, 180e9, 126e6, 148),
     "l4": ({"fp32": 30.3, "bf16": 121, "fp8": 242}, 0.3, 24e9, 48e6, 58),
@@ -172,6 +178,8 @@ def test_ridge_is_peak_over_bandwidth():
     ("mi300x", ["1,336", "2,610"]),
     ("tpu-v5e", ["800 GiB/s"]),
     ("t4", ["201", "203"]),
+    ("h100-nvl", ["835e12", "1,978.8", "95,830"]),
+    ("h800", ["160 GB/s", "200 GB/s", "1,550", "1,600 MHz"]),
 ])
 def test_disagreements_between_sources_stay_visible(key, words):
     notes = " ".join(hardware.get(key).notes)
@@ -304,6 +312,30 @@ def test_achievable_matmul_rates_are_ml_engineering_s(key):
     assert not acc.has_achievable("bandwidth") or not acc.source("achievable_bandwidth").startswith("stas00")
 
 
+# Achievable rates from other published benchmarks, typed from each: DeepGEMM's README (commit 327ec92, H800 SXM5,
+# NVCC 12.8, FP8 with fine-grained scaling, 4096x7168x16384) and pytorch/ao pull request 2427 (B200, NVFP4 through
+# torch._scaled_mm, 6144^3).
+ELSEWHERE = {"h800": ({"fp8": 1520}, "deepseek-ai/DeepGEMM"), "b200": ({"fp4": 5500}, "pytorch/ao")}
+
+
+@pytest.mark.parametrize("key", list(ELSEWHERE))
+def test_achievable_rates_from_other_benchmarks(key):
+    rates, source = ELSEWHERE[key]
+    acc = hardware.get(key)
+    for precision, tflops in rates.items():
+        assert acc.peak(precision, achievable=True) == tflops * 1e12
+        assert acc.source(f"achievable.{precision}").startswith(source)
+
+
+@pytest.mark.parametrize("key", [k for k in BUILT_IN if hardware.get(k).achievable_flops])
+def test_every_achievable_rate_names_the_software_it_ran_on(key):
+    # a measured rate belongs to a library version as much as to a chip
+    acc = hardware.get(key)
+    for precision in acc.achievable_flops:
+        source = acc.source(f"achievable.{precision}")
+        assert re.search(r"PyTorch|torch\.|cuBLAS|hipBLASLt|NVCC|CUDA", source), (key, precision, source)
+
+
 def test_h200_achievable_figures_are_the_shipped_measurement():
     gpu = _h200_measured()
     h200 = hardware.get("h200")
@@ -321,7 +353,7 @@ def test_datasheet_stays_the_default_and_missing_figures_raise():
     assert h100.peak("bf16") == 989e12 and h100.memory_bandwidth() == h100.bandwidth == 3.35e12
     with pytest.raises(hardware.NoAchievableFigure, match=(
             r"^NVIDIA B200 has no achievable memory bandwidth in the catalog \(none is published\)\. "
-            r"It has achievable figures for: bf16 matmul FLOP/s, fp8 matmul FLOP/s\.")):
+            r"It has achievable figures for: bf16 matmul FLOP/s, fp8 matmul FLOP/s, fp4 matmul FLOP/s\.")):
         hardware.get("b200").memory_bandwidth(achievable=True)
     with pytest.raises(hardware.NoAchievableFigure, match="no achievable fp16 matmul FLOP/s"):
         h100.peak("fp16", achievable=True)
@@ -382,3 +414,77 @@ def test_hw_show_prints_both_memories(capsys):
     main(["hw", "show", "h100", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["memory_bytes"] == 80e9 and data["capacity_bytes"] == data["usable_memory_bytes"] == 81_559 * 2**20
+
+
+# --- the H100's variants: H800 (DeepSeek-V3's GPU) and H100 NVL ---------------------------------------------
+
+
+@pytest.mark.parametrize("spelling, key", [
+    ("H800", "h800"), ("h800 sxm", "h800"), ("H800-SXM5", "h800"), ("h800_80gb", "h800"),
+    ("NVIDIA H800 SXM5 80GB", "h800"), ("H100 NVL", "h100-nvl"), ("h100-nvl", "h100-nvl"), ("h100nvl", "h100-nvl"),
+    ("H100_NVL_94GB", "h100-nvl"), ("H100 PCIe 94GB", "h100-nvl"), ("NVIDIA H100 NVL 94GB", "h100-nvl")])
+def test_the_variants_answer_to_the_names_people_type(spelling, key):
+    assert hardware.get(spelling).key == key
+
+
+def test_the_variants_are_told_apart_from_the_h100s_by_device_name():
+    # torch.cuda.get_device_name / nvidia-smi names: 'NVIDIA H800' (h800-smi), 'NVIDIA H100 NVL' (h100-nvl-smi)
+    assert hardware.match_device("NVIDIA H800").key == "h800"
+    assert hardware.match_device("NVIDIA H100 NVL").key == "h100-nvl"
+    assert hardware.match_device("NVIDIA H100 80GB HBM3").key == "h100-sxm"
+    assert hardware.match_device("NVIDIA H100 PCIe").key == "h100-pcie"
+
+
+def test_the_h800_has_the_h100_sxm5_s_math_and_memory():
+    # DeepSeek's hardware paper (arXiv:2505.09343, section 4.1): Hopper like the H100, with only FP64 and NVLink cut
+    h800, sxm = hardware.get("h800"), hardware.get("h100-sxm")
+    assert set(h800.peak_flops) == set(sxm.peak_flops) - {"fp64"}  # reduced, and no figure is sourced
+    for precision in h800.peak_flops:
+        assert h800.peak(precision) == sxm.peak(precision), precision
+    with pytest.raises(UnsupportedPrecision):
+        h800.peak("fp64")
+    assert h800.bandwidth == sxm.bandwidth and h800.memory_bytes == sxm.memory_bytes
+    assert h800.capacity_bytes == sxm.capacity_bytes == 81_559 * 2**20  # nvidia-smi on each
+    # FlashMLA's notes: 989 TFLOP/s = 132 SMs x 4096 FLOPs per SM per clock x 1,830 MHz, on the H800
+    assert h800.compute_units == 132 and h800.peak_from_parts("bf16") == pytest.approx(989e12, rel=1e-3)
+    assert h800.clock("tensor") == sxm.clock("tensor") and h800.clock("boost") == sxm.clock("boost")
+    assert "DeepSeek" in h800.source("peak.fp8") and "FlashMLA" in h800.source("bandwidth")
+
+
+def test_the_h800_s_nvlink_is_8_of_the_h100_s_18_links():
+    node, nvlink = links.scale_up("h800"), links.get("nvlink4-h800")
+    assert node.key == "hgx-h800" and node.over == nvlink.key and node.gpus == 8  # V3 report, section 3.1
+    assert nvlink.links == 8 and links.get("nvlink4").links == 18  # nvidia-smi: NV8 against NV18
+    # DeepSeek: 'reduced from 900 GB/s to 400 GB/s', both directions; DeepEP: 'a nominal bandwidth of 200GB/s'
+    assert nvlink.both_directions == 400e9 and nvlink.bandwidth == node.bandwidth == 8 * 25e9
+    assert node.bandwidth < links.scale_up("h100").bandwidth == 450e9
+    # measured: about 160 GB/s one way (V3 report, 3.2.2; DeepEP issue 16); NCCL's own 20.6 GB/s a link x 8 agrees
+    assert nccl.effective_bandwidth(node) == nccl.effective_bandwidth(nvlink) == 160e9
+    assert 8 * nccl_tuning.nvlink_bw_gb_s("nvlink4") * 1e9 == pytest.approx(160e9, rel=0.03)
+    # the fabric a layout runs on: 8 GPUs a node, then one 400 Gb/s NIC a GPU (50 GB/s): only 4x slower
+    intra, inter, gpus = links_of("h800")
+    assert (intra.key, inter.key, gpus) == ("hgx-h800", "ib-ndr", 8)
+    assert intra.bandwidth / inter.bandwidth == 4.0 < links_of("h100")[0].bandwidth / links_of("h100")[1].bandwidth
+    assert not node.nvls  # no NVLS measurement on H800 is sourced
+
+
+def test_the_h100_nvl_is_a_bridged_pcie_pair_with_more_memory():
+    nvl, sxm, pcie = hardware.get("h100 nvl"), hardware.get("h100-sxm"), hardware.get("h100-pcie")
+    assert nvl.memory_bytes == 94e9 and nvl.capacity_bytes == 95_830 * 2**20  # datasheet; nvidia-smi
+    assert nvl.memory_bytes > sxm.memory_bytes and nvl.bandwidth > sxm.bandwidth
+    assert pcie.peak("bf16") < nvl.peak("bf16") < sxm.peak("bf16")
+    assert nvl.ridge("bf16") < sxm.ridge("bf16") < pcie.ridge("bf16")  # less math over more bandwidth
+    # 3,341 / 1,671 / 835: NVIDIA rounds each sparse figure on its own, so the ladder holds to 0.1%
+    assert nvl.peak("fp8") == pytest.approx(2 * nvl.peak("bf16"), rel=1e-3)
+    assert nvl.peak("tf32") == pytest.approx(nvl.peak("bf16") / 2, rel=1e-3)
+    intra, inter, gpus = links_of("h100-nvl")
+    assert (intra.key, gpus) == ("h100-nvl-bridge", 2) and inter.key == "ib-ndr"
+    assert intra.both_directions == 600e9 and intra.bandwidth < links.get("nvlink4").bandwidth  # NVIDIA: 600 GB/s
+
+
+def test_the_96gb_h100_sxm5_is_not_in_the_catalog():
+    # PCI ID 2338 'H100 SXM5 96GB' exists, but no NVIDIA datasheet for it was found: its name must not resolve to
+    # another H100's figures
+    for name in ("H100 SXM5 96GB", "h100 96gb"):
+        with pytest.raises(UnknownHardware):
+            hardware.get(name)
