@@ -100,10 +100,10 @@ def main() -> int:
     fitted = table(published.runs(), "fitting set (serving.json)")
     summary(fitted, "fitting set", {"throughput": (1.2,), "ttft": (1.2,)})
     held = table(published.heldout(), "held-out set (serving_heldout.json, never fitted on)")
-    summary(held, "held-out set", {"throughput": (1.3, 1.6), "ttft": (1.5,)})
+    summary(held, "held-out set", {"throughput": (1.25, 1.3, 1.6), "ttft": (1.25, 1.5)})
     for engine_name in sorted({run.engine for run, *_ in held}):
         summary([r for r in held if r[0].engine == engine_name], f"  of which {engine_name}",
-                {"throughput": (1.3, 1.6), "ttft": (1.5,)})
+                {"throughput": (1.25, 1.3, 1.6), "ttft": (1.25, 1.5)})
     preempted(published.heldout())
     return 0
 

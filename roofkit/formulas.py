@@ -46,7 +46,8 @@ from .units import is_symbolic, nonnegative, positive
 __all__ = [
     "Cost", "gemm", "gemv", "batched_matmul", "gemm_padded", "elementwise", "reduction",
     "rmsnorm", "layernorm", "softmax", "attention_naive_kernels", "attention_naive",
-    "attention_fused", "attention_tile_bytes", "attention_pairs", "mlp_ops", "mlp", "kv_cache_bytes", "transformer_layer_ops", "transformer_layer",
+    "attention_fused", "attention_tile_bytes", "attention_pairs", "mlp_ops", "mlp", "kv_cache_bytes",
+    "latent_cache_bytes", "attention_latent", "latent_attention_ops", "transformer_layer_ops", "transformer_layer",
     "transformer_layer_params", "symbolic", "SYMBOLS", "RMSNORM_FLOPS_PER_ELEMENT", "LAYERNORM_FLOPS_PER_ELEMENT",
     "SOFTMAX_FLOPS_PER_ELEMENT", "GELU_FLOPS_PER_ELEMENT", "SILU_FLOPS_PER_ELEMENT", "FLOPS_PER_FMA",
 ]
@@ -502,6 +503,122 @@ def kv_cache_bytes(batch, kv_seq, kv_width, bytes_per_element=2):
     return 2 * B * s_kv * w * _bytes(bytes_per_element)
 
 
+# --- multi-head latent attention (DeepSeek-V2, V3) ------------------------------------
+
+
+def latent_cache_bytes(batch, kv_seq, kv_lora_rank, rope_head_dim, bytes_per_element=2):
+    """Multi-head latent attention's cache of one layer (DeepSeek-V2, arXiv:2405.04434, section 2.1.2, Table 1):
+
+        bytes = B s_kv (d_c + d_h^R) b      one latent c^KV of d_c elements and one RoPE key k^R of
+                                            d_h^R per token, shared by every head
+
+    DeepSeek-V3 (d_c = 512, d_h^R = 64) in BF16: 1,152 bytes per token and layer, where
+    its 128 heads of K and V (d_h = 128) would take 65,536.
+
+    >>> latent_cache_bytes(1, 1, 512, 64, "bf16")
+    1152
+    """
+    B, s_kv = _size(batch, "batch"), _size(kv_seq, "kv_seq")
+    d_c, d_r = _size(kv_lora_rank, "kv_lora_rank"), _size(rope_head_dim, "rope_head_dim")
+    return B * s_kv * (d_c + d_r) * _bytes(bytes_per_element)
+
+
+def attention_latent(batch, heads, seq, kv_lora_rank, rope_head_dim, bytes_per_element=2, kv_seq=None,
+                     causal=False, kv_bytes_per_element=None) -> Cost:
+    """Latent attention with the up-projections absorbed: one fused kernel over the cached latent (decode).
+
+    DeepSeek-V2 (arXiv:2405.04434), section 2.1.2-2.1.3: W^UK can be absorbed into the query and
+    W^UV into the output, so the heads attend to the cache itself. Each of the H heads has a query of
+    d_c + d_h^R elements (q^C W^UK in the latent space, and its RoPE part q^R), and all of them share one
+    key [c^KV; k^R] of d_c + d_h^R and one value c^KV of d_c per token: multi-query attention with one
+    K/V head (FlashMLA's "MQA mode", head_dim_k = 576 and head_dim_v = 512 for DeepSeek-V3,
+    github.com/deepseek-ai/FlashMLA README; vLLM's "data-movement friendly approach",
+    vllm/v1/attention/backends/mla/common.py). Per batch element, with p = attention_pairs(s, s_kv, causal):
+
+        FLOPs = B H p (2 (d_c + d_h^R) + 5 + 2 d_c)     scores over d_c + d_h^R, softmax, probabilities x c^KV
+        bytes = B H s (2 d_c + d_h^R) b                 read the queries, write the outputs (d_c each)
+              + latent_cache_bytes(B, s_kv, d_c, d_h^R, b_kv)     the cache, read ONCE: the latent is
+                                                        both the key and the value, for every head
+
+    ``kv_bytes_per_element`` = b_kv, the cache's own precision (default b). The cache's bytes do not
+    grow with H: its intensity is about H / b_kv x 2 FLOPs per element, where a GQA cache gives H / H_kv.
+
+    >>> c = attention_latent(1, 128, 1, 512, 64, "bf16", kv_seq=4096)
+    >>> c.flops == 128 * 4096 * (2 * 576 + 5 + 2 * 512), c.bytes == 128 * (576 + 512) * 2 + 4096 * 576 * 2
+    (True, True)
+    """
+    B, H, s, b = _size(batch, "batch"), _size(heads, "heads"), _size(seq, "seq"), _bytes(bytes_per_element)
+    s_kv = s if kv_seq is None else _size(kv_seq, "kv_seq")
+    d_c, d_r = _size(kv_lora_rank, "kv_lora_rank"), _size(rope_head_dim, "rope_head_dim")
+    b_kv = b if kv_bytes_per_element is None else _storage_bytes(kv_bytes_per_element, "kv_bytes_per_element")
+    pairs = attention_pairs(s, s_kv, _flag(causal, "causal"))
+    flops = B * H * pairs * (FLOPS_PER_FMA * (d_c + d_r) + SOFTMAX_FLOPS_PER_ELEMENT + FLOPS_PER_FMA * d_c)
+    return Cost(flops, B * H * s * (2 * d_c + d_r) * b + latent_cache_bytes(B, s_kv, d_c, d_r, b_kv))
+
+
+def latent_attention_ops(batch, seq, d_model, n_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+                         v_head_dim, bytes_per_element=2, q_lora_rank=None, kv_seq=None, causal=False,
+                         absorbed=False, weight_bytes_per_element=None,
+                         kv_bytes_per_element=None) -> dict[str, Cost]:
+    """The kernels of multi-head latent attention on T = B s tokens, from the normed input to the heads'
+    outputs (W^O, the output projection, is the layer's 'out'; DeepSeek-V2, arXiv:2405.04434, section 2.1.2,
+    equations 12-19 for the query, 9-11 and 14-17 for the keys and values):
+
+        'q.down' gemm(T, d_c', d), 'q.norm' rmsnorm(T, d_c'), 'q.up' gemm(T, H (d_h + d_h^R), d_c')
+                 W^DQ, the latent's RMSNorm, W^UQ with W^QR; without a query latent (``q_lora_rank``
+                 None, DeepSeek-V2-Lite) one 'q' gemm(T, H (d_h + d_h^R), d)
+        'kv.down' gemm(T, d_c + d_h^R, d), 'kv.norm' rmsnorm(T, d_c)
+                 W^DKV with W^KR: the latent and the RoPE key that are cached
+
+    then, ``absorbed`` (decode; :func:`attention_latent`), the heads attend to the cached latent:
+
+        'attn.q_absorb'  H x gemm(T, d_c, d_h)      each head's q^C through its W^UK, into the latent space
+        'attn'           attention_latent(B, H, s, d_c, d_h^R, kv_seq=s_kv)
+        'attn.v_absorb'  H x gemm(T, d_h^V, d_c)    each head's output through its W^UV
+
+    or, not absorbed (prefill: vLLM's "compute friendly approach", FlashMLA's "MHA mode"), K and V
+    are rebuilt from the latent of all s_kv positions and attention is ordinary:
+
+        'attn.kv_up'     gemm(B s_kv, H (d_h + d_h^V), d_c)     W^UK and W^UV
+        'attn'           attention_fused(B, H, s, (d_h + d_h^R + d_h^V) / 2, kv_seq=s_kv, causal)
+
+    The query and key heads are d_h + d_h^R wide, the value heads d_h^V; a fused kernel's FLOPs,
+    B H p (2 d_qk + 5 + 2 d_v), and bytes, B H (s + s_kv)(d_qk + d_v) b, are exactly those of
+    :func:`attention_fused` with the mean head size (d_qk + d_v) / 2. A cached prefix (``kv_seq`` > ``seq``
+    with ``kv_bytes_per_element``) is read from the cache at b_kv: the difference of
+    :func:`latent_cache_bytes` at b_kv and at b, counted in 'attn.kv_up'.
+
+    Weights are read at ``weight_bytes_per_element`` (see :func:`gemm`): the absorbed W^UK and W^UV too,
+    though vLLM keeps them in BF16 (no quantized batched GEMM): fewer bytes than an engine's, as a bound's.
+    """
+    B, s, d = _size(batch, "batch"), _size(seq, "seq"), _size(d_model, "d_model")
+    H, d_c = _size(n_heads, "n_heads"), _size(kv_lora_rank, "kv_lora_rank")
+    nope, rope = _size(qk_nope_head_dim, "qk_nope_head_dim"), _size(qk_rope_head_dim, "qk_rope_head_dim")
+    v, b, b_w = _size(v_head_dim, "v_head_dim"), _bytes(bytes_per_element), weight_bytes_per_element
+    T = B * s
+    if q_lora_rank is None:
+        ops = {"q": gemm(T, H * (nope + rope), d, b, b_w)}
+    else:
+        c_q = _size(q_lora_rank, "q_lora_rank")
+        ops = {"q.down": gemm(T, c_q, d, b, b_w), "q.norm": rmsnorm(T, c_q, b),
+               "q.up": gemm(T, H * (nope + rope), c_q, b, b_w)}
+    ops |= {"kv.down": gemm(T, d_c + rope, d, b, b_w), "kv.norm": rmsnorm(T, d_c, b)}
+    causal = _flag(causal, "causal")
+    if _flag(absorbed, "absorbed"):
+        ops["attn.q_absorb"] = gemm(T, d_c, nope, b, b_w).scale(H)
+        ops["attn"] = attention_latent(B, H, s, d_c, rope, b, kv_seq, causal, kv_bytes_per_element)
+        ops["attn.v_absorb"] = gemm(T, v, d_c, b, b_w).scale(H)
+        return ops
+    s_kv = s if kv_seq is None else _size(kv_seq, "kv_seq")
+    up = gemm(B * s_kv, H * (nope + v), d_c, b, b_w)
+    if kv_bytes_per_element is not None and kv_seq is not None:
+        b_kv = _storage_bytes(kv_bytes_per_element, "kv_bytes_per_element")
+        up = up + Cost(0, latent_cache_bytes(B, s_kv, d_c, rope, b_kv) - latent_cache_bytes(B, s_kv, d_c, rope, b))
+    ops["attn.kv_up"] = up
+    ops["attn"] = attention_fused(B, H, s, (nope + rope + v) / 2, b, kv_seq, None, causal)
+    return ops
+
+
 def transformer_layer_ops(batch, seq, d_model, n_heads, d_ff, bytes_per_element=2, gated=False,
                           fused_attention=True, kv_seq=None, kv_heads=None, head_dim=None,
                           causal=False, weight_bytes_per_element=None,
@@ -607,6 +724,9 @@ SYMBOLS = {
     "flops_per_element": "f", "reads": "r", "writes": "w",
     "weight_bytes_per_element": "b_w", "kv_bytes_per_element": "b_kv", "kv_width": "w",
     "on_chip_bytes": "M",
+    # multi-head latent attention, in DeepSeek-V2's letters (arXiv:2405.04434, section 2.1)
+    "kv_lora_rank": "d_c", "q_lora_rank": "d_c'", "qk_nope_head_dim": "d_h", "rope_head_dim": "d_h^R",
+    "qk_rope_head_dim": "d_h^R", "v_head_dim": "d_h^V",
 }
 
 

@@ -68,11 +68,17 @@ def test_the_bound_reads_the_fewest_experts_and_is_faster_than_the_estimate():
     assert dense_only.time_s > 0
 
 
-def test_deepseek_layers_with_dense_first_layers_are_still_refused_for_latent_attention():
-    with pytest.raises(InvalidValue, match="latent attention"):
-        latency.decode_step("deepseek-v3", "h200", 8, 2048, gpus=8, tp=8, dtype="fp8")
-    s = serving.serve("deepseek-v3", "h200", gpus=8, context=4096, dtype="fp8")
-    assert s.tpot_s is None and any("memory only" in n for n in s.notes)
+def test_deepseek_times_its_first_layers_dense_and_the_rest_as_a_mixture():
+    m = models.get("deepseek-v3")
+    assert (m.layers, m.dense_layers) == (61, 3)  # DeepSeek-V3 report, section 4.2: the first 3 layers are dense
+    dense = m.layer_ops(64, 1, 2048, "fp8", dense=True)
+    assert "mlp.up" in dense and not any(name.startswith("moe.") for name in dense)
+    # calibrated, 64 tokens reach about 256 (1 - (1 - 8/256)^64) = 223 experts: a mixture's layer reads more
+    # than a dense one, so 3 dense layers make the step cheaper than 61 mixture layers, dearer than 58
+    s = latency.decode_step("deepseek-v3", "h200", 64, 2048, gpus=8, tp=8, dtype="fp8", calibrated=True)
+    assert 58 * s.layer.time_s < s.layers_s < 61 * s.layer.time_s
+    assert {op.name for op in s.layer.ops} >= {"moe.up", "shared.up", "attn"}
+    assert serving.serve("deepseek-v3", "h200", gpus=8, context=4096, dtype="fp8").tpot_s > 0
 
 
 def test_a_mixture_serves_with_a_note_and_no_critical_batch():

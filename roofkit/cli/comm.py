@@ -31,7 +31,11 @@ def _link_row(link, used) -> tuple[str, str]:
                     f"-> {human(used, 'B/s')} per direction per GPU")
 
 
-def _mode(calibrated: bool) -> tuple[str, str]:
+def _mode(calibrated: bool, custom: bool = False) -> tuple[str, str]:
+    if custom:  # an engine's one-shot or two-shot kernel: not NCCL's
+        return ("mode", "calibrated: a round as measured on vLLM's kernels, the bandwidth nccl-tests measures on "
+                        "the link" if calibrated else "bound: line rate, the link's least latency per round "
+                                                      "(no real run is faster)")
     return ("mode", "calibrated: NCCL's latencies, the bandwidth nccl-tests measures on the link" if calibrated
             else "bound: line rate, NCCL's per-step latency only (no real run is faster)")
 
@@ -84,7 +88,7 @@ def cmd_comm(args) -> None:
                               calibrated=args.calibrated)
     rows = [("collective", f"{result.collective}, {human(result.size_bytes, 'B')}, {result.gpus} GPUs: "
                            f"{result.algorithm}, protocol {result.protocol or '-'}"),
-            _mode(args.calibrated),
+            _mode(args.calibrated, result.algorithm in comms.CUSTOM),
             _link_row(result.link, result.bandwidth_bytes_per_s),
             ("time", f"{human(result.time_s, 's')} = latency {human(result.latency_s, 's')} "
                      f"+ transfer {human(result.transfer_s, 's')}"),
@@ -119,9 +123,12 @@ def register(sub, common) -> None:
     comm.add_argument("--nodes", type=count("nodes"),
                       help="the GPUs span this many nodes of --link (a domain); --inter sets the network "
                            "(default: the accelerator's first)")
-    comm.add_argument("--algorithm", choices=("auto", "ring", "tree", "nvls"), default="auto",
+    comm.add_argument("--algorithm", choices=("auto", "ring", "tree", "nvls", "one-shot", "two-shot", "fastest"),
+                      default="auto",
                       help="NCCL's algorithm: auto (default: the fastest, as NCCL's tuner picks), ring, tree, "
-                           "nvls (NVLink SHARP)")
+                           "nvls (NVLink SHARP); or a serving engine's own all-reduce kernel over NVLink: one-shot "
+                           "(one round, each GPU reads every peer's buffer), two-shot (reduce-scatter and "
+                           "all-gather, two rounds); fastest: any of them")
     comm.add_argument("--calibrated", action="store_true",
                       help="NCCL's latencies and measured bandwidth (an estimate) instead of the bound")
     comm.add_argument("--inter", metavar="LINK", help="hierarchical: --link inside each node, this link between nodes")

@@ -91,7 +91,7 @@ def cmd_simulate(args) -> None:
     if args.prompt is not None:
         raise InvalidValue("--prompt goes with --context; a workload's prompt is its --input-tokens.")
     options = dict(gpus=args.gpus, tp=args.tp, pp=args.pp, dtype=args.dtype, weights_dtype=args.weights_dtype,
-                   kv_dtype=args.kv_dtype, calibrated=args.calibrated)
+                   kv_dtype=args.kv_dtype, calibrated=args.calibrated, engine=args.engine)
     mode = ("calibrated: achievable roofs, a per-kernel floor and an engine overhead per step" if args.calibrated
             else "a bound: every step at the roofline, datasheet roofs")
     price = args.usd_per_gpu_hour
@@ -182,7 +182,7 @@ def cmd_serve(args) -> None:
     s = serve(args.model, args.hw, gpus=args.gpus, context=args.context, prompt=args.prompt, batch=args.batch,
               dtype=args.dtype, weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, calibrated=args.calibrated,
               input_tokens=args.input_tokens, output_tokens=args.output_tokens, tp=args.tp, pp=args.pp,
-              usd_per_gpu_hour=args.usd_per_gpu_hour)
+              usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine)
     m, acc, plan = models.get(args.model), hardware.get(args.hw), s.memory
     data = s.to_dict()
     layout = f"tensor parallel {plan.tp}, pipeline {plan.pp}"
@@ -197,8 +197,10 @@ def cmd_serve(args) -> None:
                "in 16-token blocks)")
     lines += table([
         ("capacity", f"{_gb(plan.capacity_bytes)} (what the cards report)"),
-        ("reserve", f"{_gb(plan.reserve_bytes)} ({plan.reserve_fraction:.0%} of each GPU: headroom outside what the "
-                    "engine uses)"),
+        ("reserve", f"{_gb(plan.reserve_bytes)} ({plan.reserve_fraction:.0%} of "
+                    + ("what the weights leave: TensorRT-LLM's KV cache takes the other "
+                       f"{1 - plan.reserve_fraction:.0%})" if plan.engine == "tensorrt-llm" else
+                       f"each GPU: headroom outside what {plan.engine} uses)")),
         ("weights", _gb(plan.weights_bytes)),
         ("KV cache per token", f"{human(plan.kv_bytes_per_token, 'B')} (every layer, K and V)"),
         ("KV cache per sequence", per_seq),
@@ -266,6 +268,10 @@ def register(sub, common) -> None:
     p.add_argument("--kv-dtype", dest="kv_dtype", help="the KV cache's precision (default: --dtype)")
     p.add_argument("--usd-per-gpu-hour", dest="usd_per_gpu_hour", type=number("usd-per-gpu-hour"),
                    help="price of one GPU-hour: adds dollars per million output tokens")
+    p.add_argument("--engine", choices=("vllm", "tensorrt-llm", "sglang"),
+                   help="whose memory reserve (vLLM: 10%% of each GPU, the default; TensorRT-LLM: 10%% of what the "
+                        "weights leave; SGLang: 12%% to 21%% by tensor parallelism) and, with --calibrated, whose "
+                        "tensor-parallel all-reduce")
     p.add_argument("--calibrated", action="store_true",
                    help="an estimate: achievable roofs, a per-kernel floor and an engine overhead per step, fitted "
                         "on published serving runs (default: a bound)")

@@ -13,6 +13,9 @@ per-GPU send buffer). β is a link's bandwidth per direction, one GPU
     collective       algorithm   steps(n)        f(n)          bus factor
     all-reduce       ring        2(n-1)          2(n-1)/n      2(n-1)/n
     all-reduce       tree        2 ceil(log2 n)  2             2(n-1)/n
+    all-reduce       nvls        1               1             2(n-1)/n
+    all-reduce       one-shot    1               n-1           2(n-1)/n
+    all-reduce       two-shot    2               2(n-1)/n      2(n-1)/n
     all-gather       ring        n-1             (n-1)/n       (n-1)/n
     reduce-scatter   ring        n-1             (n-1)/n       (n-1)/n
     all-to-all       pairwise    n-1             (n-1)/n       (n-1)/n
@@ -24,7 +27,25 @@ Ring algorithms: Thakur, Rabenseifner and Gropp, "Optimization of Collective
 Communication Operations in MPICH" (IJHPCA 19(1), 2005); pipelined two-tree
 all-reduce, as in NCCL's double binary trees: Sanders, Speck and Träff,
 "Two-tree algorithms for full bandwidth broadcast, reduction and scan"
-(Parallel Computing 35(12), 2009). The bus factor is nccl-tests'
+(Parallel Computing 35(12), 2009). NVLS is NVLink SHARP (NCCL's ``nvls``: the
+NVSwitch adds the buffers, each GPU sends its own once). One-shot and two-shot
+are the serving engines' own all-reduce kernels over NVLink peer memory, not
+NCCL's (:func:`engine_algorithm`):
+
+* **one-shot** (vLLM ``cross_device_reduce_1stage``, vllm-project/vllm
+  ``csrc/custom_all_reduce.cuh``, pull request 2192; TensorRT-LLM ``ONESHOT``,
+  NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/kernels/customAllReduceKernels.cu``):
+  after one barrier round (each GPU writes a flag into every peer), each GPU
+  loads the whole S-byte buffer of each of its n - 1 peers and adds them
+  locally. Its link carries (n - 1) S bytes in, and each of its own bytes is
+  read n - 1 times: f = n - 1, n/2 times the ring's 2(n - 1)/n, in one round
+  instead of 2(n - 1). It wins while the rounds cost more than the bytes.
+* **two-shot** (vLLM ``cross_device_reduce_2stage``, TensorRT-LLM ``TWOSHOT``):
+  a reduce-scatter (each GPU loads its 1/n slice from the n - 1 peers:
+  (n - 1)/n S), a barrier, an all-gather (it loads the n - 1 reduced slices:
+  (n - 1)/n S): the ring's 2(n - 1)/n S in 2 rounds instead of 2(n - 1).
+
+The bus factor is nccl-tests'
 (doc/PERFORMANCE.md): algbw = S / t, busbw = algbw x bus factor, so that for a
 bandwidth-bound ring busbw equals the link's β whatever n is.
 
@@ -57,6 +78,7 @@ is NCCL's own estimate with the bandwidth nccl-tests measures:
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -66,13 +88,18 @@ from ..errors import InvalidValue, UnknownName
 from ..units import is_symbolic, nonnegative, positive, whole
 from . import nccl
 
-__all__ = ["COLLECTIVES", "ALGORITHMS", "UnknownCollective", "canonical", "steps", "volume", "bus_factor",
-           "time", "latency_term", "bandwidth_term", "algbw", "busbw", "latency_bound_size", "symbolic",
-           "Collective", "collective", "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-           "p2p", "Hierarchical", "hierarchical", "Fit", "fit"]
+__all__ = ["COLLECTIVES", "ALGORITHMS", "CUSTOM", "SERVING_ENGINES", "UnknownCollective", "canonical", "steps",
+           "volume", "bus_factor", "time", "latency_term", "bandwidth_term", "algbw", "busbw", "latency_bound_size",
+           "symbolic", "Collective", "collective", "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+           "broadcast", "p2p", "serving_engine", "engine_algorithm", "tensor_parallel_all_reduce",
+           "custom_round_latency",
+           "Hierarchical", "hierarchical", "Fit", "fit"]
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce", "p2p")
-ALGORITHMS = ("ring", "tree", "nvls")  # what steps() and volume() count; collective() also takes "auto"
+# what steps() and volume() count; collective() also takes "auto" (NCCL's tuner) and "fastest" (any of them)
+ALGORITHMS = ("ring", "tree", "nvls", "one-shot", "two-shot")
+CUSTOM = ("one-shot", "two-shot")  # the serving engines' own all-reduce kernels over NVLink peer memory, not NCCL's
+SERVING_ENGINES = ("vllm", "tensorrt-llm", "sglang")  # whose rule picks a tensor-parallel all-reduce (engine_algorithm)
 _ALIASES = {
     "allreduce": "all-reduce", "ar": "all-reduce", "allgather": "all-gather", "ag": "all-gather",
     "reducescatter": "reduce-scatter", "rs": "reduce-scatter", "alltoall": "all-to-all", "a2a": "all-to-all",
@@ -105,9 +132,10 @@ def canonical(name: str) -> str:
 def _algorithm(collective: str, algorithm: str) -> str:
     if algorithm not in ALGORITHMS:
         raise InvalidValue(f"unknown algorithm {algorithm!r}; expected one of: {', '.join(ALGORITHMS)}.")
-    if algorithm in ("tree", "nvls") and collective != "all-reduce":
+    if algorithm != "ring" and collective != "all-reduce":
         raise InvalidValue(f"the {algorithm} algorithm is modelled for all-reduce only (NCCL's double binary trees, "
-                           f"NVLink SHARP); {collective} uses algorithm 'ring'.")
+                           f"NVLink SHARP, the engines' one-shot and two-shot kernels); {collective} uses algorithm "
+                           "'ring'.")
     return algorithm
 
 
@@ -137,7 +165,7 @@ def steps(collective: str, n, algorithm: str = "ring"):
     if c == "p2p":
         return 1
     if c == "all-reduce":
-        return {"tree": 2 * _ceil_log2(n), "nvls": 1}.get(algorithm, 2 * (n - 1))
+        return {"tree": 2 * _ceil_log2(n), "nvls": 1, "one-shot": 1, "two-shot": 2}.get(algorithm, 2 * (n - 1))
     return n - 1
 
 
@@ -147,7 +175,7 @@ def volume(collective: str, n, algorithm: str = "ring"):
     algorithm = _algorithm(c, algorithm)
     n = _gpus(n)
     if c == "all-reduce":
-        return {"tree": 2, "nvls": 1}.get(algorithm, 2 * (n - 1) / n)
+        return {"tree": 2, "nvls": 1, "one-shot": n - 1}.get(algorithm, 2 * (n - 1) / n)  # two-shot: the ring's
     if c in ("all-gather", "reduce-scatter", "all-to-all"):
         return (n - 1) / n
     return 1
@@ -279,18 +307,36 @@ def _flag(value, name: str) -> bool:
     return value
 
 
-def _candidates(c: str, algorithm: str, link, calibrated: bool) -> list[str]:
-    """The algorithms to try: the one asked for, or (auto) every one NCCL could run here."""
+def _peer(link) -> bool:
+    """True for a link whose GPUs load and store each other's memory directly (NVLink, NVSwitch, Infinity Fabric):
+    what the engines' one-shot and two-shot kernels need."""
+    return link is not None and nccl.link_class(link) == "nvlink"
+
+
+def _candidates(c: str, algorithm: str, link, calibrated: bool, protocol: str | None = None) -> list[str]:
+    """The algorithms to try: the one asked for; (auto) every one NCCL could run here; (fastest) those and the
+    engines' one-shot and two-shot kernels where the link lets GPUs read each other's memory."""
     nvls = c == "all-reduce" and link is not None and nccl.nvls_capable(link) and \
         (not calibrated or nccl.nvls_bandwidth(link) is not None)
-    if algorithm == "auto":
-        return ["ring"] + (["tree"] if c == "all-reduce" else []) + (["nvls"] if nvls else [])
+    if algorithm in ("auto", "fastest"):
+        tried = ["ring"] + (["tree"] if c == "all-reduce" else []) + (["nvls"] if nvls else [])
+        if algorithm == "fastest" and c == "all-reduce" and _peer(link) and protocol is None:
+            tried += list(CUSTOM)
+        return tried
     algorithm = _algorithm(c, algorithm)
     if algorithm == "nvls" and not nvls:
         what = "has no NVLink SHARP" if link is None or not nccl.nvls_capable(link) else \
             "has no measured NVLS bandwidth to calibrate with"
         raise InvalidValue(f"the nvls algorithm needs an NVSwitch domain that reduces in the switch; "
                            f"{getattr(link, 'key', 'this link')} {what}. Choose ring or tree (or auto).")
+    if algorithm in CUSTOM:
+        if not _peer(link):
+            raise InvalidValue(f"the {algorithm} all-reduce reads the other GPUs' memory over NVLink, NVSwitch or "
+                               f"Infinity Fabric; {getattr(link, 'key', 'this link')} is not one of them. Choose "
+                               "ring or tree (or auto).")
+        if protocol is not None:
+            raise InvalidValue(f"{algorithm} is a serving engine's kernel, not NCCL's: it has no protocol "
+                               f"({', '.join(nccl.PROTOCOLS)}); give protocol None.")
     return [algorithm]
 
 
@@ -316,6 +362,43 @@ def _nccl_time(c: str, S: float, n: int, link, algorithm: str, protocol: str, ca
     return alpha, beta, nccl.base_latency(algorithm, protocol) + hops * alpha, f * S / beta
 
 
+def _custom_time(c: str, S: float, n: int, link, algorithm: str, calibrated: bool):
+    """(α per round, β used, latency, transfer) of an engine's one-shot or two-shot kernel on a catalog link.
+
+    The bound: each round at the link's α (NCCL's least latency per step on its class, the LL protocol's), the
+    bytes at its line rate. Calibrated: the round latency measured on vLLM's kernels
+    (:func:`custom_round_latency`), the bytes at the bandwidth nccl-tests measures on the link.
+    """
+    if calibrated:
+        alpha, beta = custom_round_latency(), nccl.effective_bandwidth(link, n)
+    else:
+        alpha, beta = link.latency, link.group_bandwidth(n)
+    return alpha, beta, latency_term(c, n, alpha, algorithm), bandwidth_term(c, S, n, beta, algorithm)
+
+
+@functools.cache
+def custom_round_latency() -> float:
+    """Seconds one round of an engine's one-shot or two-shot all-reduce costs: a barrier and a kernel's start.
+
+    NCCL's tables have no figure for them, so it comes from measurements of vLLM's
+    own kernels (``data/nccl.toml``, ``[custom_all_reduce]``: H100s over NVSwitch,
+    vllm-project/vllm pull request 24111). Each measured time t of a buffer of S bytes
+    is rounds x α + f S / β with β the bandwidth nccl-tests measures on that link
+    (:func:`roofkit.nccl.effective_bandwidth`); α is the median of
+    (t - f S / β) / rounds over the points.
+    """
+    table = nccl.custom_all_reduce_measurements()
+    link = links.get(table["link"])
+    alphas = []
+    for gpus, algorithm, size, seconds in table["measured"]:
+        a = _algorithm("all-reduce", algorithm)
+        if a not in CUSTOM:
+            raise InvalidValue(f"data/nccl.toml [custom_all_reduce]: {a!r} is not one of {', '.join(CUSTOM)}.")
+        transfer = bandwidth_term("all-reduce", size, gpus, nccl.effective_bandwidth(link, gpus), a)
+        alphas.append((seconds - transfer) / steps("all-reduce", gpus, a))
+    return float(statistics.median(alphas))
+
+
 def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: str | None = None,
                calibrated: bool = False) -> Collective:
     """``name`` ('all-reduce', ...) of ``size`` bytes over ``gpus`` GPUs on ``link``.
@@ -328,10 +411,18 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
     ``algorithm`` is 'ring', 'tree' or 'nvls' (NVLink SHARP, all-reduce on an
     NVSwitch domain that has it), or 'auto' for the fastest at this size, as
     NCCL's tuner picks; ``protocol`` is 'LL', 'LL128' or 'Simple', or None for the
-    fastest. The default is a bound: the link's line rate (times the protocol's
-    share), NCCL's per-step latency, nothing else. ``calibrated=True`` is an
-    estimate: NCCL's latencies with its per-call base and the bandwidth nccl-tests
-    measures on the link (:func:`roofkit.nccl.effective_bandwidth`).
+    fastest. Each (algorithm, protocol) pair pays its own latency and its own
+    bandwidth, and the least total wins, as in NCCL's tuner (NVIDIA/nccl
+    ``src/graph/tuning.cc``, ``ncclTopoGetAlgoTime``). An all-reduce also takes
+    the engines' 'one-shot' and 'two-shot' kernels (no protocol), on a link whose
+    GPUs read each other's memory, and 'fastest': every algorithm above, the
+    least time. The default is a bound: the link's line rate (times the
+    protocol's share), NCCL's per-step latency, nothing else. ``calibrated=True``
+    is an estimate: NCCL's latencies with its per-call base and the bandwidth
+    nccl-tests measures on the link (:func:`roofkit.nccl.effective_bandwidth`).
+
+    >>> [collective("all-reduce", 16384, 8, "hgx-h100", a).algorithm for a in ("auto", "fastest")]
+    ['tree', 'one-shot']
     """
     c = canonical(name)
     n = 2 if c == "p2p" else _gpus(gpus)
@@ -339,10 +430,13 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
     calibrated = _flag(calibrated, "calibrated")
     chosen, alpha, beta = _link_figures(link, n)
     if chosen is None or nccl.link_class(chosen) is None:  # the plain α-β model (a pair, or a TPU's ICI)
-        if algorithm == "auto":
+        if algorithm in ("auto", "fastest"):
             algorithm = "ring"
         if _algorithm(c, algorithm) == "nvls":
             raise InvalidValue("the nvls algorithm needs an NVSwitch domain from the link catalog.")
+        if algorithm in CUSTOM and chosen is not None:
+            raise InvalidValue(f"the {algorithm} all-reduce reads the other GPUs' memory over NVLink, NVSwitch or "
+                               f"Infinity Fabric; {chosen.key} is not one of them. Choose ring or tree.")
         if protocol is not None:
             raise InvalidValue("a protocol (LL, LL128, Simple) is NCCL's: give a catalog link, not a bare (α, β).")
         if calibrated and chosen is not None:
@@ -353,13 +447,19 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
         if protocol is not None and protocol not in nccl.PROTOCOLS:
             raise InvalidValue(f"unknown protocol {protocol!r}; expected one of: {', '.join(nccl.PROTOCOLS)}.")
         best = None
-        for a in _candidates(c, algorithm, chosen, calibrated):
-            for p in ([protocol] if protocol is not None else nccl.protocols(a)):
-                if p not in nccl.protocols(a):
-                    if algorithm != "auto":
-                        raise InvalidValue(f"NCCL runs {a} with the Simple protocol only; got {p!r}.")
-                    continue
-                figures = _nccl_time(c, S, n, chosen, a, p, calibrated)
+        for a in _candidates(c, algorithm, chosen, calibrated, protocol):
+            if a in CUSTOM:  # one pair: the kernel has no protocol
+                pairs = [(None, _custom_time(c, S, n, chosen, a, calibrated))]
+            else:
+                tried = []
+                for p in ([protocol] if protocol is not None else nccl.protocols(a)):
+                    if p not in nccl.protocols(a):
+                        if algorithm not in ("auto", "fastest"):
+                            raise InvalidValue(f"NCCL runs {a} with the Simple protocol only; got {p!r}.")
+                        continue
+                    tried.append(p)
+                pairs = [(p, _nccl_time(c, S, n, chosen, a, p, calibrated)) for p in tried]
+            for p, figures in pairs:  # each pair pays its own latency and its own bandwidth
                 if best is None or sum(figures[2:]) < sum(best[4:]):
                     best = (a, p, *figures)
         if best is None:
@@ -370,6 +470,87 @@ def collective(name: str, size, gpus, link, algorithm: str = "ring", protocol: s
                       bandwidth_bytes_per_s=beta, latency_s=lat, transfer_s=transfer, time_s=t,
                       algbw_bytes_per_s=algbw(S, t), busbw_bytes_per_s=busbw(c, S, n, t),
                       latency_bound_below_bytes=lat * beta / volume(c, n, a), protocol=p, calibrated=calibrated)
+
+
+# --- the all-reduce of tensor parallelism in a serving engine ---------------------------
+
+# Each engine's own rule (software defaults, typed once, here): which all-reduce it runs for a buffer of
+# S bytes over n GPUs of one NVLink domain.
+_VLLM_CUSTOM_MAX = 8192 * 1024  # vLLM CustomAllreduce(max_size=8192 * 1024): NCCL at and above it
+_VLLM_CUSTOM_GPUS = (2, 4, 6, 8)  # CustomAllreduce._SUPPORTED_WORLD_SIZES
+_VLLM_ONE_SHOT_BELOW = ((4, 512 * 1024), (8, 256 * 1024))  # (up to n GPUs, one-shot below S bytes)
+_TRTLLM_WORKSPACE = ((2, 16 * 1000 * 1000), (8, 8 * 1000 * 1000))  # (up to n GPUs, custom kernels up to S bytes)
+_TRTLLM_ONE_SHOT_BELOW = ((2, math.inf), (4, 1000 * 1000), (8, 500 * 1000))  # (up to n GPUs, one-shot below S)
+
+
+def _first(table, n):
+    """The value of the first (up to n GPUs, value) row that holds ``n``; None past the last."""
+    return next((value for most, value in table if n <= most), None)
+
+
+def engine_algorithm(engine: str, size, gpus, link) -> str:
+    """The all-reduce ``engine`` runs for ``size`` bytes over ``gpus`` GPUs of ``link``: 'one-shot', 'two-shot',
+    or 'auto' (it calls NCCL, whose tuner picks).
+
+    * vLLM (vllm-project/vllm ``vllm/distributed/device_communicators/custom_all_reduce.py``,
+      ``CustomAllreduce``: 2, 4, 6 or 8 GPUs that all reach each other over NVLink, buffers
+      under ``max_size`` = 8 MiB; ``csrc/custom_all_reduce.cuh``, ``CustomAllreduce::allreduce``:
+      2 GPUs one-shot, else one-shot below 512 KiB on up to 4 GPUs and below 256 KiB on up to
+      8, two-shot above); NCCL otherwise. SGLang runs the same kernels and rule (its
+      ``custom_all_reduce.py`` is vLLM's).
+    * TensorRT-LLM (NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/plugins/ncclPlugin/allreducePlugin.cpp``,
+      ``AllreducePlugin::selectImplementation``; ``cpp/tensorrt_llm/common/customAllReduceUtils.h``,
+      ``getMaxRequiredWorkspaceSize``; ``AllreducePlugin::isCustomAllReduceSupported``: an even
+      number of GPUs, at most ``MAX_RANKS_PER_NODE`` = 8): GPUs over NVLink, buffers up to
+      16 MB on 2 GPUs and 8 MB on more; 2 GPUs one-shot, up to 4 one-shot below 1 MB, more
+      one-shot below 500 kB, two-shot above; NCCL otherwise.
+
+    >>> [engine_algorithm("vllm", s, 8, "hgx-h100") for s in (16 * 2**10, 2**20, 16 * 2**20)]
+    ['one-shot', 'two-shot', 'auto']
+    """
+    name = serving_engine(engine)
+    S, n = float(positive(size, "size")), _gpus(gpus)
+    chosen = links.get(link)
+    if not _peer(chosen) or (chosen.gpus is not None and n > chosen.gpus):
+        return "auto"
+    if name in ("vllm", "sglang"):
+        if n not in _VLLM_CUSTOM_GPUS or S >= _VLLM_CUSTOM_MAX:
+            return "auto"
+        below = math.inf if n == 2 else _first(_VLLM_ONE_SHOT_BELOW, n)
+    else:
+        workspace = _first(_TRTLLM_WORKSPACE, n)
+        if n % 2 or workspace is None or S > workspace:
+            return "auto"
+        below = _first(_TRTLLM_ONE_SHOT_BELOW, n)
+    return "one-shot" if S < below else "two-shot"
+
+
+def serving_engine(name) -> str:
+    """'vLLM', 'TensorRT-LLM v0.5', 'trtllm', 'SGLang' -> 'vllm', 'tensorrt-llm', 'sglang'; InvalidValue for anything
+    else, naming the choices. A published row's engine may carry a version or a platform after a space."""
+    if isinstance(name, str) and name.strip():
+        head = name.strip().lower().split()[0].replace("_", "-")
+        key = {"trtllm": "tensorrt-llm", "trt-llm": "tensorrt-llm", "tensorrtllm": "tensorrt-llm"}.get(head, head)
+        if key in SERVING_ENGINES:
+            return key
+    raise InvalidValue(f"unknown serving engine {name!r}; expected one of: {', '.join(SERVING_ENGINES)}.")
+
+
+def tensor_parallel_all_reduce(size, gpus, link, calibrated: bool = False, engine: str = "vllm") -> Collective:
+    """The all-reduce of a tensor-parallel step: ``size`` bytes of activations over ``gpus`` GPUs of ``link``.
+
+    The bound: the fastest algorithm any engine runs on that link (``fastest``: NCCL's
+    ring, tree and NVLS, the engines' one-shot and two-shot kernels), each at its best.
+    Calibrated: the algorithm ``engine`` picks at this size (:func:`engine_algorithm`),
+    at NCCL's measured figures or the engines' measured round latency.
+
+    >>> round(tensor_parallel_all_reduce(16 * 2**10, 8, "hgx-h100").time_s * 1e6, 2)     # µs: one round
+    0.85
+    """
+    if not _flag(calibrated, "calibrated"):
+        serving_engine(engine)
+        return collective("all-reduce", size, gpus, link, "fastest")
+    return collective("all-reduce", size, gpus, link, engine_algorithm(engine, size, gpus, link), calibrated=True)
 
 
 def all_reduce(size, gpus, link, algorithm: str = "ring", protocol: str | None = None,
@@ -513,17 +694,14 @@ def hierarchical(name: str, size, gpus_per_node, nodes, intra, inter, overlap: b
     calibrated = _flag(calibrated, "calibrated")
     S = float(positive(size, "size"))
     job = _HierarchicalJob(c, S, k, m, intra, inter, overlap, calibrated)
-    latency = None
     if c != "all-reduce" and algorithm == "tree":  # NCCL runs all-gather and reduce-scatter on rings only
         algorithm = "ring"  # (tuning.cc, 2.7 to 2.18; later PAT, NVLS, CollNet, never a tree): its latency too
     if algorithm == "auto":
         results = {a: _hierarchical_timed(job, a) for a in _hierarchical_tried(c, inter, calibrated)}
         algorithm = min(results, key=lambda a: results[a][1])
-        phases, t = results[algorithm]
+        phases, t, latency = results[algorithm]
     else:
-        phases, t = _hierarchical_timed(job, algorithm)
-    if calibrated:
-        latency = _hierarchical_nccl_latency(job, algorithm, phases)
+        phases, t, latency = _hierarchical_timed(job, algorithm)
     return Hierarchical(c, S, k, m, bool(overlap), phases, t, algorithm, calibrated, latency)
 
 
@@ -548,8 +726,9 @@ def _hierarchical_tried(c: str, inter, calibrated: bool) -> list[str]:
          else [])
 
 
-def _hierarchical_inter_phase(job: _HierarchicalJob, phase: str, part: float, a: str) -> Collective:
-    """One phase between the nodes, with algorithm ``a`` (a tree only for an all-reduce)."""
+def _hierarchical_inter_phase(job: _HierarchicalJob, phase: str, part: float, a: str,
+                              protocol: str | None = None) -> Collective:
+    """One phase between the nodes, with algorithm ``a`` (a tree only for an all-reduce) and ``protocol``."""
     if a == "collnet":
         if phase != "all-reduce" or not nccl.in_network_reduction(links.get(job.inter)):
             raise InvalidValue(f"collnet (in-network reduction) is an all-reduce on a network whose switches "
@@ -557,11 +736,13 @@ def _hierarchical_inter_phase(job: _HierarchicalJob, phase: str, part: float, a:
         return _in_network(part, job.m, job.inter)
     if a == "tree" and phase != "all-reduce":
         a = "ring"
-    return collective(phase, part, job.m, job.inter, a, calibrated=job.calibrated)
+    return collective(phase, part, job.m, job.inter, a, protocol=protocol, calibrated=job.calibrated)
 
 
-def _hierarchical_run(job: _HierarchicalJob, a: str) -> tuple[list, float]:
-    """The phases, inside the nodes and between them, and their time: pipelined (overlap) or one after the other."""
+def _hierarchical_run(job: _HierarchicalJob, a: str, protocol: str | None = None) -> tuple[list, float]:
+    """The phases, inside the nodes and between them, and their time: pipelined (overlap) or one after the other.
+
+    ``protocol``: every phase runs it (None: each phase its fastest)."""
     c, S, k, m = job.c, job.S, job.k, job.m
     phases = []
     for phase, level, divisor in _PHASES[c]:
@@ -570,44 +751,56 @@ def _hierarchical_run(job: _HierarchicalJob, a: str) -> tuple[list, float]:
             continue
         part = S / k if divisor == "k" else S
         if level == "intra":
-            phases.append((level, collective(phase, part, group, job.intra, calibrated=job.calibrated)))
+            phases.append((level, collective(phase, part, group, job.intra, protocol=protocol,
+                                             calibrated=job.calibrated)))
         else:
-            phases.append((level, _hierarchical_inter_phase(job, phase, part, a)))
+            phases.append((level, _hierarchical_inter_phase(job, phase, part, a, protocol)))
     if job.overlap:  # the phases on one link still take turns; the two links work at once
         busy = {level: sum(p.transfer_s for lv, p in phases if lv == level) for level, _ in phases}
         return phases, sum(p.latency_s for _, p in phases) + max(busy.values())
     return phases, sum(p.time_s for _, p in phases)
 
 
-def _hierarchical_nccl_latency(job: _HierarchicalJob, a: str, phases) -> float:
-    """NCCL's latency of the whole collective across nodes (tuning.cc), in place of the phases' own."""
+def _hierarchical_nccl_latency(job: _HierarchicalJob, a: str, phases, proto: str) -> float:
+    """NCCL's latency of the whole collective across nodes with protocol ``proto`` (tuning.cc), in place of the
+    phases' own."""
     c, k, m = job.c, job.k, job.m
     if a == "collnet":
         return sum(p.latency_s for _, p in phases)
     kind_intra = nccl.link_class(links.get(job.intra)) or "nvlink"
     steps_all = 2 * (k * m - 1) if c == "all-reduce" else k * m - 1
     inter_steps = 2 * (m - 1) if c == "all-reduce" else m - 1
-    best = None
-    for proto in nccl.protocols("ring"):
-        net_overhead = 1e-6 * (3 if proto == "Simple" else 1)  # tuning.cc: getNetOverhead, x3 for Simple
-        intra_lat = max(nccl.hw_latency(kind_intra, a if a != "collnet" else "ring", proto), net_overhead)
-        inter_lat = nccl.hw_latency("net", a, proto) * (nccl.RING_PLATEAU if a == "ring" and proto == "Simple"
-                                                        and c == "all-reduce" else 1)
-        if a == "tree":
-            lat = 2 * ((k - 1) * intra_lat + math.ceil(math.log2(m)) * inter_lat)
-        else:
-            lat = (steps_all - inter_steps) * intra_lat + inter_steps * inter_lat
-        lat += nccl.base_latency(a, proto)
-        best = lat if best is None else min(best, lat)
-    return best
+    net_overhead = 1e-6 * (3 if proto == "Simple" else 1)  # tuning.cc: getNetOverhead, x3 for Simple
+    intra_lat = max(nccl.hw_latency(kind_intra, a, proto), net_overhead)
+    inter_lat = nccl.hw_latency("net", a, proto) * (nccl.RING_PLATEAU if a == "ring" and proto == "Simple"
+                                                    and c == "all-reduce" else 1)
+    if a == "tree":
+        lat = 2 * ((k - 1) * intra_lat + math.ceil(math.log2(m)) * inter_lat)
+    else:
+        lat = (steps_all - inter_steps) * intra_lat + inter_steps * inter_lat
+    return lat + nccl.base_latency(a, proto)
 
 
 def _hierarchical_timed(job: _HierarchicalJob, a: str):
-    """The phases and the time with algorithm ``a``; calibrated, NCCL's latency in place of the phases' own."""
-    phases, t = _hierarchical_run(job, a)
-    if job.calibrated:
-        t += _hierarchical_nccl_latency(job, a, phases) - sum(p.latency_s for _, p in phases)
-    return phases, t
+    """(phases, time, NCCL's latency or None) with algorithm ``a``.
+
+    The bound: each phase at its best, their latencies added. Calibrated, as NCCL's tuner
+    does (``ncclTopoGetAlgoTime``, NVIDIA/nccl ``src/graph/tuning.cc``): one protocol for the
+    whole collective, which pays that protocol's latency of the whole ring or tree across
+    the nodes and that protocol's bandwidth in every phase; the protocol with the least total
+    wins. So the total is never below one of its own phases.
+    """
+    if not job.calibrated:
+        phases, t = _hierarchical_run(job, a)
+        return phases, t, None
+    best = None
+    for proto in (("Simple",) if a == "collnet" else nccl.protocols(a)):
+        phases, t = _hierarchical_run(job, a, None if a == "collnet" else proto)
+        latency = _hierarchical_nccl_latency(job, a, phases, proto)
+        t += latency - sum(p.latency_s for _, p in phases)
+        if best is None or t < best[1]:
+            best = (phases, t, latency)
+    return best
 
 
 # --- fitting α and β to measurements ---------------------------------------------------

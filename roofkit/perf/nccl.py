@@ -47,7 +47,7 @@ from ..catalogs.nccl_tuning import ALGORITHMS, PROTOCOLS, SOURCE
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "SOURCE", "protocol_share", "hw_latency", "base_latency", "link_class",
            "nvls_capable", "in_network_reduction", "effective_bandwidth", "nvls_bandwidth", "TREE_BANDWIDTH_SHARE",
-           "RING_PLATEAU"]
+           "RING_PLATEAU", "custom_all_reduce_measurements"]
 
 # NCCL's figures are typed once, in data/nccl.toml (roofkit.catalogs.nccl_tuning); these read them.
 TREE_BANDWIDTH_SHARE = nccl_tuning.constant("tree_bandwidth_share")  # an all-reduce on a tree, busBw * .92
@@ -131,3 +131,11 @@ def nvls_bandwidth(link) -> float | None:
         return None
     n = link.gpus
     return measured / (2 * (n - 1) / n)
+
+
+def custom_all_reduce_measurements() -> dict:
+    """The measured times of the serving engines' own one-shot and two-shot all-reduces (not NCCL's), as
+    ``data/nccl.toml`` holds them: ``source``, ``link`` (a catalog key) and ``measured``, rows of
+    [GPUs, algorithm, bytes, seconds]. :func:`roofkit.comms.custom_round_latency` reads a round's cost from them."""
+    table = nccl_tuning.tables()["custom_all_reduce"]
+    return {"source": table["source"], "link": table["link"], "measured": [tuple(row) for row in table["measured"]]}

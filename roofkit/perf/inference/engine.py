@@ -38,15 +38,22 @@ so an FP8 engine reads FP8 weights and an FP8 cache but 2-byte activations.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 
 from ... import dtypes
 from ...catalogs import hardware
-from .. import layertime
+from .. import comms, layertime
 from ...errors import InvalidValue
 
-__all__ = ["EngineCalibration", "Roofs", "roofs", "activation_dtype", "default", "kernel_time"]
+__all__ = ["ENGINES", "DEFAULT_ENGINE", "canonical", "EngineCalibration", "Roofs", "roofs", "activation_dtype",
+           "default", "for_engine", "kernel_time"]
+
+ENGINES = comms.SERVING_ENGINES  # vllm, tensorrt-llm, sglang
+DEFAULT_ENGINE = "vllm"  # roofkit's default engine: its memory reserve (memory.RESERVE) and its all-reduce rule
+
+
+canonical = comms.serving_engine  # 'TensorRT-LLM v0.5' -> 'tensorrt-llm'; InvalidValue naming the choices
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,10 @@ class EngineCalibration:
     step_s: float  # t_step: the engine's overhead per step, fitted on published runs
     source: str = ""
     runs: int = 0  # how many published runs t_step was fitted on
+    engine: str = DEFAULT_ENGINE  # whose rule picks the tensor-parallel all-reduce (roofkit.comms.engine_algorithm)
+
+    def __post_init__(self):
+        object.__setattr__(self, "engine", canonical(self.engine))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,6 +83,7 @@ class Roofs:
     step_s: float = 0.0
     overlap: bool = True  # max(F/P, Q/BW) (the bound); False: F/P + Q/BW
     calibrated: bool = False
+    engine: str = DEFAULT_ENGINE  # calibrated: whose tensor-parallel all-reduce the step runs (the bound: fastest)
 
     def time(self, flops: float, nbytes: float) -> float:
         """One kernel's time (see the module's docstring)."""
@@ -106,11 +118,17 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
         return Roofs(acc.peak(key), acc.memory_bandwidth())
     cal = calibration or default()
     return Roofs(acc.peak(key, achievable=True), acc.memory_bandwidth(achievable=True), cal.floor_s, cal.step_s,
-                 overlap=False, calibrated=True)
+                 overlap=False, calibrated=True, engine=cal.engine)
 
 
 _DEFAULT: list[EngineCalibration] = []
 CALIBRATION_FILE = "data/published/serving_calibration.json"  # t_step fitted on the published runs
+
+
+def for_engine(name, calibration: EngineCalibration | None = None) -> EngineCalibration:
+    """``calibration`` (default: :func:`default`) for the engine ``name`` ('vllm', 'tensorrt-llm', 'sglang'):
+    the same constants, that engine's choice of tensor-parallel all-reduce."""
+    return replace(calibration or default(), engine=canonical(name))
 
 
 def default() -> EngineCalibration:

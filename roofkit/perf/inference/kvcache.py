@@ -64,11 +64,9 @@ def group_size(model) -> int:
     return m.heads if m.mla else m.heads // m.kv_heads
 
 
-def latent_cache_bytes(batch, kv_seq, kv_lora_rank, rope_head_dim, bytes_per_element=2):
-    """MLA's cache of one layer: B s_kv (d_c + d_h^R) b (DeepSeek-V2, Table 1). Numbers or sympy symbols."""
-    B, s = positive(batch, "batch"), positive(kv_seq, "kv_seq")
-    d_c, d_r = positive(kv_lora_rank, "kv_lora_rank"), positive(rope_head_dim, "rope_head_dim")
-    return B * s * (d_c + d_r) * dtypes.bytes_per_element(bytes_per_element)
+# MLA's cache of one layer, B s_kv (d_c + d_h^R) b (DeepSeek-V2, Table 1), numbers or sympy symbols: its one
+# home is roofkit.formulas, where the absorbed decode attention that reads it (formulas.attention_latent) counts it
+latent_cache_bytes = formulas.latent_cache_bytes
 
 
 def bytes_per_layer(model, dtype="bf16"):

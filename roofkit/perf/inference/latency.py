@@ -129,9 +129,9 @@ def shard(model, tp: int) -> models.Model:
 
 
 def _supported(m: models.Model) -> None:
-    if m.mla:
-        raise InvalidValue(f"{m.name}: latency is not modelled for latent attention "
-                           "(its memory plan is: roofkit.inference.memory.plan).")
+    """Every architecture of the catalog is timed, latent attention (DeepSeek-V2, V3) included: its decode
+    absorbs W^UK and W^UV and reads the latent cache once per sequence, its prefill rebuilds K and V
+    (:func:`roofkit.formulas.latent_attention_ops`). Nothing is refused here any more."""
 
 
 def _dense(m: models.Model) -> None:
@@ -141,9 +141,31 @@ def _dense(m: models.Model) -> None:
                            "decode cost is not a line in the batch; time its steps (roofkit.inference.latency.step).")
 
 
+def _prefill_attention(part, prompts, prompt, cached, act, w_bytes, kv) -> list[layertime.Kernel]:
+    """The kernels of the op 'attn' for the prompts of a step: the uncached end of each prompt attends causally
+    to the whole prompt. Latent attention first rebuilds K and V of the whole prompt from its latent
+    ('attn.kv_up', the cached prefix read from the cache), as vLLM's MLA prefill does
+    (vllm/v1/attention/backends/mla/common.py, "compute friendly approach"); other models run the fused kernel alone."""
+    ops = part.layer_ops(prompts, prompt - cached, prompt if cached else None, act, causal=True, weight_bytes=w_bytes,
+                         kv_bytes=kv if cached else None)
+    return [layertime.Kernel("attn.prefill" if name == "attn" else f"{name}.prefill", "attn", float(cost.flops),
+                             float(cost.bytes), "attention" if name == "attn" else "gemm")
+            for name, cost in ops.items() if name == "attn" or name.startswith("attn.")]
+
+
 def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs,
            dense=False):
     """One layer's kernels for the mixed step, timed, as a LayerTime (``dense``: a mixture's dense layer).
+
+    Every token of the step goes through the same weight GEMMs, norms and MLP once; the op 'attn' is apart
+    for each phase: the decoding sequences read their caches, the prompts attend to themselves. With latent
+    attention (DeepSeek-V2, arXiv:2405.04434, section 2.1.2) the two phases run it differently, and 'attn'
+    holds the GEMMs that differ with it: a decode step absorbs W^UK into the query and W^UV into the
+    output and reads each sequence's latent cache once, for all its heads (FlashMLA's decoding kernel,
+    github.com/deepseek-ai/FlashMLA); a prefill rebuilds K and V from the latent (:func:`_prefill_attention`).
+    Under t-way tensor parallelism each GPU holds H / t heads but the whole latent (:func:`shard` leaves
+    d_c alone): every GPU reads every sequence's cache, the known cost of MLA with tensor parallelism
+    (vLLM's and SGLang's data-parallel attention give each GPU its own sequences instead; not modelled).
 
     A mixture of experts' tokens reach the experts a balanced router would send them to when
     calibrated (``uniform``), and the fewest experts in the bound (``concentrated``).
@@ -152,14 +174,12 @@ def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_byt
     routing = "uniform" if r.calibrated else "concentrated"
     ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv, dense=dense,
                                        routing=routing)
-          if k.kind != "attention"]
+          if k.op != "attn"]
     if batch:
-        ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, kv_dtype=kv)
-               if k.kind == "attention"]
-    if prompts:  # the uncached end of each prompt attends causally to the whole prompt
-        cost = part.layer_ops(prompts, prompt - cached, prompt if cached else None, act, causal=True,
-                              kv_bytes=kv if cached else None)["attn"]
-        ks.append(layertime.Kernel("attn.prefill", "attn", float(cost.flops), float(cost.bytes), "attention"))
+        ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, weights_dtype=w_bytes, kv_dtype=kv)
+               if k.op == "attn"]
+    if prompts:
+        ks += _prefill_attention(part, prompts, prompt, cached, act, w_bytes, kv)
     ops: dict[str, list] = {}
     for k in ks:
         ops.setdefault(k.op, []).append(k)
@@ -232,7 +252,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
         if lay.link is None:
             notes.append(f"the catalog has no scale-up link for {acc.name}: tensor-parallel communication not counted")
         else:
-            communication += m.layers * 2 * comms.all_reduce(activations, lay.tp, lay.link).time_s
+            communication += m.layers * 2 * _tensor_parallel_all_reduce(activations, lay.tp, lay.link, r)
     if lay.pp > 1:  # a lone request crosses p - 1 stage boundaries; pipelined, each stage sends its p micro-batches
         domain = links.get(lay.link) if lay.link is not None else None
         inside = domain is not None and domain.gpus is not None and lay.gpus_per_replica <= domain.gpus
@@ -417,3 +437,16 @@ def step_time_bound(batch, params, weight_bytes, kv_bytes_per_sequence, peak_flo
 
         return B * KV / BW + sympy.Max(2 * B * N / P, W / BW)
     return B * KV / BW + max(2 * B * N / P, W / BW)
+
+
+def _tensor_parallel_all_reduce(size, tp, link, r: engine.Roofs) -> float:
+    """Seconds of one tensor-parallel all-reduce of ``size`` bytes over ``tp`` GPUs of ``link``, as ``r`` runs it.
+
+    The bound is the fastest algorithm any engine has on that link, each at its best
+    (:func:`roofkit.comms.tensor_parallel_all_reduce`): at decode sizes an engine's one-shot
+    kernel, one round whatever t is (vLLM's custom all-reduce, vllm-project/vllm pull request
+    2192; TensorRT-LLM's ONESHOT), not NCCL's ring of 2 (t - 1) steps. Calibrated, the
+    algorithm the engine picks at that size (``r.engine``: :func:`roofkit.comms.engine_algorithm`),
+    at measured figures.
+    """
+    return comms.tensor_parallel_all_reduce(size, tp, link, r.calibrated, r.engine).time_s

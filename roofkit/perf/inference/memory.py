@@ -6,28 +6,49 @@ evenly over the n GPUs of one copy of the model (a replica):
 
     n M  =  reserve  +  weights  +  KV cache  (+ what is left)
 
-* reserve: what the engine does not give to weights and cache, a fraction r of every
-  GPU. The default r = 0.10 is vLLM's way: ``gpu_memory_utilization`` = 0.9 is the
-  share of each GPU vLLM may use (vLLM engine arguments), and the weights, the
-  activations' peak (measured in a profiling run), CUDA graphs and the KV cache all
-  fit inside that 90%; the 10% outside it is headroom (the CUDA context, other
-  processes). roofkit counts the weights and the cache in the 90% and leaves the
-  activations and graphs (a few GB) out, so its largest batch is an upper bound on
-  vLLM's. (TensorRT-LLM gives the cache a fraction, 0.9 by default, of what is
-  free after the weights and activations are loaded.)
+* reserve: what the engine does not give to weights and cache, a fraction r of
+  memory; what it is a fraction of is the engine's (``engine``, default vLLM's):
+
+  - vLLM: of all of it. ``gpu_memory_utilization`` = 0.9 (vllm-project/vllm
+    ``vllm/engine/arg_utils.py``, ``EngineArgs``) is the share of each GPU vLLM may use,
+    and the weights, the activations' peak (measured in a profiling run) and the KV
+    cache fit inside that 90%; the 10% outside it is headroom (the CUDA context, other
+    processes, and, before vLLM began to count them, CUDA graphs): r = 0.10 of n M.
+  - SGLang: of all of it too, ``mem_fraction_static`` (the weights and the KV pool),
+    0.88 on one GPU, 0.87 from 2, 0.85 from 4, 0.81 from 8, 0.79 from 16 tensor-parallel
+    GPUs (sgl-project/sglang ``python/sglang/srt/server_args.py``,
+    ``ServerArgs.__post_init__``, 2025; later releases derive it from the GPU's memory).
+  - TensorRT-LLM: of what the weights leave. The KV cache gets
+    ``free_gpu_memory_fraction`` = 0.9 (NVIDIA/TensorRT-LLM ``tensorrt_llm/llmapi/llm_args.py``,
+    ``KvCacheConfig``) of the memory still free once the weights and the activations'
+    buffers are allocated: r = 0.10 of n M - W.
+
+  roofkit counts the weights and the cache and leaves the activations and graphs (a few
+  GB) out, so its largest batch is an upper bound on the engine's (a bound, like every
+  default figure).
 * weights: :func:`roofkit.inference.weights.weights_bytes` (every expert of a mixture of experts);
 * KV cache: B sequences of s tokens, :mod:`roofkit.inference.kvcache`, times a
   replication factor. Tensor parallelism over t GPUs gives each GPU H_kv / t of
   the K/V heads; when t > H_kv a head is copied onto t / H_kv GPUs, and MLA's
   latent, shared by every head, is on all t.
 
-So the largest batch at a context s, and the longest context at a batch B, are
+So with F the memory free for the sequences' caches, F = n M (1 - r) - W (vLLM, SGLang) or
+(1 - r) (n M - W) (TensorRT-LLM), the largest batch at a context s, and the longest context
+at a batch B, are
 
-    B_max = floor((N M (1 - r) - W) / (s · kv per token · replication))
-    s_max = floor((N M (1 - r) - W) / (B · kv per token · replication))
+    B_max = floor(F / (s · kv per token · replication))
+    s_max = floor(F / (B · kv per token · replication))
 
 and, when the weights alone do not fit, the fewest GPUs that would hold them is
-ceil(W / (M (1 - r))).
+ceil(W / (M (1 - r))) (vLLM, SGLang) or ceil(W / M) (TensorRT-LLM).
+
+Two Llama 2 70B batches in FP8 that TensorRT-LLM ran on one H200 (NVIDIA/TensorRT-LLM
+``docs/source/blogs/Falcon180B-H200.md``: batch 192 at 128 / 2,048 tokens, 96 at
+128 / 4,096) need 68.5 and 66.4 GB of cache: more than vLLM's 90% leaves beside the
+weights, within what TensorRT-LLM's 90% of the free memory gives:
+
+    >>> [plan("llama-2-70b", "h200", 1, 2176, 192, "fp8", "fp8", engine=e).fits for e in ("vllm", "tensorrt-llm")]
+    [False, True]
 
 The layout (:func:`layout`): by default one replica on all the GPUs, tensor
 parallelism t inside the accelerator's scale-up domain (an NVLink/NVSwitch node,
@@ -53,18 +74,37 @@ from ... import dtypes
 from ...catalogs import hardware, links, models
 from ...errors import InvalidValue
 from ...units import whole
+from . import engine as eng
 from . import kvcache, weights
 
 __all__ = ["RESERVE", "Layout", "layout", "MemoryPlan", "plan", "max_batch", "max_context", "min_gpus",
-           "kv_replication"]
+           "kv_replication", "reserve_fraction", "OF_FREE"]
 
 RESERVE = 0.10  # of each GPU's memory: vLLM's default gpu_memory_utilization = 0.9
+TRTLLM_RESERVE = 0.10  # of the memory the weights leave: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction = 0.9
+# SGLang's mem_fraction_static by tensor-parallel size: (from t GPUs, fraction), the first that holds
+SGLANG_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+OF_FREE = ("tensorrt-llm",)  # engines whose reserve is a fraction of what the weights leave, not of all the memory
 
 
 def _reserve(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise InvalidValue(f"reserve must be a fraction of each GPU's memory in [0, 1); got {value!r}.")
     return float(value)
+
+
+def reserve_fraction(engine=None, tp=1, reserve=None) -> float:
+    """r: the share of memory ``engine`` holds back (of all of it, or of what the weights leave: :data:`OF_FREE`),
+    ``reserve`` when given, else the engine's default at ``tp``-way tensor parallelism (see the module's docstring)."""
+    name = eng.canonical(eng.DEFAULT_ENGINE if engine is None else engine)
+    if reserve is not None:
+        return _reserve(reserve)
+    if name == "vllm":
+        return RESERVE
+    if name in OF_FREE:
+        return TRTLLM_RESERVE
+    t = whole(tp, "tp")
+    return 1 - next(f for least, f in SGLANG_MEM_FRACTION if t >= least)
 
 
 @dataclass(frozen=True)
@@ -149,6 +189,7 @@ class MemoryPlan:
     notes: list[str] = field(default_factory=list)
     replicas: int = 1
     shared_bytes: float = 0.0  # a prefix cached once for all the sequences (prefix caching), in kv_bytes
+    engine: str = eng.DEFAULT_ENGINE  # whose reserve: of all the memory (vLLM, SGLang), of what the weights leave
 
     def with_batch(self, batch) -> "MemoryPlan":
         """The same plan for ``batch`` sequences: nothing but what the batch changes is computed again."""
@@ -178,13 +219,15 @@ class MemoryPlan:
     def verdict(self) -> str:
         acc = hardware.get(self.accelerator)
         gb = lambda x: f"{x / 1e9:.4g} GB"  # noqa: E731
-        usable = gb(self.capacity_bytes / self.gpus * (1 - self.reserve_fraction))
+        of_free = self.engine in OF_FREE
+        usable = gb(self.capacity_bytes / self.gpus * (1 if of_free else 1 - self.reserve_fraction))
         where = f"{self.gpus} x {acc.name.removeprefix(acc.vendor + ' ')}"
         if self.replicas > 1:
             where += f" (each of {self.replicas} replicas)"
         if not self.weights_fit:
-            return (f"The weights alone ({gb(self.weights_bytes)}) do not fit on {where} ({usable} each after the "
-                    f"{self.reserve_fraction:.0%} reserve): they need {self.min_gpus} GPUs at least.")
+            after = "with no reserve before the weights" if of_free else f"after the {self.reserve_fraction:.0%} reserve"
+            return (f"The weights alone ({gb(self.weights_bytes)}) do not fit on {where} ({usable} each {after}): "
+                    f"they need {self.min_gpus} GPUs at least.")
         line = (f"Weights {gb(self.weights_bytes)}, reserve {gb(self.reserve_bytes)}, {gb(self.free_bytes)} left "
                 f"for the KV cache on {where}: at most {self.max_batch} sequences of {self.context:,} tokens")
         if self.fits:
@@ -196,31 +239,39 @@ class MemoryPlan:
                                "verdict": self.verdict}
 
 
-def min_gpus(model, hw, weights_dtype="bf16", reserve=RESERVE, group=None) -> int:
-    """The fewest GPUs whose memory, less the reserve, holds the weights (the KV cache not counted)."""
+def min_gpus(model, hw, weights_dtype="bf16", reserve=None, group=None, engine=None, tp=1) -> int:
+    """The fewest GPUs whose memory, less the reserve, holds the weights (the KV cache not counted).
+
+    ``engine``: whose reserve (:func:`reserve_fraction`); TensorRT-LLM's comes out of what the weights leave, so
+    the weights may take all of the memory."""
     acc = hardware.get(hw)
     if not acc.capacity_bytes:
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
-    usable = acc.capacity_bytes * (1 - _reserve(reserve))
+    name = eng.canonical(eng.DEFAULT_ENGINE if engine is None else engine)
+    r = reserve_fraction(name, tp, reserve)
+    usable = acc.capacity_bytes * (1 if name in OF_FREE else 1 - r)
     return max(1, math.ceil(weights.weights_bytes(model, weights_dtype, group) / usable))
 
 
-def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=RESERVE,
-         group=None, tp=None, pp=None, shared=0) -> MemoryPlan:
+def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=None,
+         group=None, tp=None, pp=None, shared=0, engine=None) -> MemoryPlan:
     """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens per replica
     (``tp``, ``pp``: see :func:`layout`). ``shared``: tokens cached once for all the sequences beside their own
-    ``context`` (a common prefix kept by prefix caching)."""
+    ``context`` (a common prefix kept by prefix caching). ``engine`` ('vllm', the default, 'tensorrt-llm',
+    'sglang') sets what the reserve is a fraction of, and ``reserve`` (default: the engine's) how much."""
     m, acc = models.get(model), hardware.get(hw)
-    s, B, r = whole(context, "context"), whole(batch, "batch"), _reserve(reserve)
+    s, B = whole(context, "context"), whole(batch, "batch")
+    name = eng.canonical(eng.DEFAULT_ENGINE if engine is None else engine)
     if not acc.capacity_bytes:
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
     kv_key = dtypes.canonical(kv_dtype)
     fmt = weights.weight_format(weights_dtype, group)
     lay = layout(m, acc, gpus, tp, pp)
+    r = reserve_fraction(name, lay.tp, reserve)
     n = lay.gpus_per_replica
     capacity = n * acc.capacity_bytes
-    reserved = r * capacity
     W = weights.weights_bytes(m, fmt)
+    reserved = r * (max(0.0, capacity - W) if name in OF_FREE else capacity)
     per_token = kvcache.bytes_per_token(m, kv_key)
     repl = kv_replication(m, lay.tp)
     common = whole(shared, "shared tokens", 0) * per_token * repl
@@ -239,7 +290,8 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
                       kv_bytes_per_sequence=per_token * s, kv_replication=repl,
                       kv_bytes=B * s * per_token * repl + common,
                       free_bytes=free, max_batch=batch_max, max_context=context_max,
-                      min_gpus=min_gpus(m, acc, fmt, r), notes=notes, replicas=lay.replicas, shared_bytes=common)
+                      min_gpus=min_gpus(m, acc, fmt, r, engine=name, tp=lay.tp), notes=notes, replicas=lay.replicas,
+                      shared_bytes=common, engine=name)
 
 
 def max_batch(model, hw, gpus=1, context=4096, **options) -> int:

@@ -46,7 +46,7 @@ from ...catalogs import models
 from ...errors import InvalidValue
 from ...units import whole
 from . import kvcache, latency, memory
-from .workload import TOKEN_BUDGET, SteadyState, steady_state
+from .workload import TOKEN_BUDGET, SteadyState, _for_engine, steady_state
 
 __all__ = ["PREEMPTION", "recompute_tokens", "activation_peak_bytes", "cache_tokens", "Offline", "offline"]
 
@@ -87,9 +87,10 @@ def activation_peak_bytes(model, tokens, tp=1, dtype="bf16") -> float:
 
 
 def cache_tokens(model, hw, gpus=1, tp=None, pp=None, weights_dtype="bf16", kv_dtype="bf16",
-                 reserve=memory.RESERVE, profile_tokens=0) -> int:
-    """The tokens one replica's cache holds: its memory less the reserve, the weights and a profiling pass's peak."""
-    plan = memory.plan(model, hw, gpus, 1, 1, weights_dtype, kv_dtype, reserve, tp=tp, pp=pp)
+                 reserve=None, profile_tokens=0, engine=None) -> int:
+    """The tokens one replica's cache holds: its memory less the reserve, the weights and a profiling pass's peak
+    (``engine``: whose reserve, :func:`roofkit.inference.memory.plan`)."""
+    plan = memory.plan(model, hw, gpus, 1, 1, weights_dtype, kv_dtype, reserve, tp=tp, pp=pp, engine=engine)
     peak = plan.gpus * activation_peak_bytes(model, profile_tokens, plan.tp)
     per_token = kvcache.bytes_per_token(model, kv_dtype) * plan.kv_replication
     return max(0, math.floor((plan.free_bytes - peak) / per_token))
@@ -127,8 +128,8 @@ class Offline:
 
 
 def offline(model, hw, requests, input_tokens, output_tokens, gpus=1, tp=None, pp=None, batch=None, dtype="bf16",
-            weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None, reserve=memory.RESERVE,
-            profile_tokens=0, preemption="recompute") -> Offline:
+            weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None, reserve=None,
+            profile_tokens=0, preemption="recompute", engine=None) -> Offline:
     """``requests`` requests of I + O tokens handed at once to an engine that preempts by recomputation.
 
     The requests split evenly over the replicas; the decode runs at the steady state's
@@ -141,12 +142,14 @@ def offline(model, hw, requests, input_tokens, output_tokens, gpus=1, tp=None, p
     key = dtypes.canonical(dtype)
     wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     s = steady_state(model, hw, input_tokens, output_tokens, gpus=gpus, batch=batch, dtype=key, weights_dtype=wd,
-                     kv_dtype=kd, calibrated=calibrated, calibration=calibration, tp=tp, pp=pp, reserve=reserve)
+                     kv_dtype=kd, calibrated=calibrated, calibration=calibration, tp=tp, pp=pp, reserve=reserve,
+                     engine=engine)
     n = math.ceil(whole(requests, "requests") / s.replicas)
-    K = cache_tokens(model, hw, gpus, tp, pp, wd, kd, reserve, profile_tokens)
+    K = cache_tokens(model, hw, gpus, tp, pp, wd, kd, reserve, profile_tokens, engine)
     R = recompute_tokens(n, input_tokens, output_tokens, K)
     P = math.ceil(s.workload.average_context)
     prefill = latency.step(model, hw, 0, None, TOKEN_BUDGET / P, P, gpus=gpus, dtype=key, weights_dtype=wd,
-                           kv_dtype=kd, calibrated=calibrated, calibration=calibration, tp=tp, pp=pp)
+                           kv_dtype=kd, calibrated=calibrated, calibration=_for_engine(engine, calibrated, calibration),
+                           tp=tp, pp=pp)
     return Offline(requests=n, cache_tokens=K, recompute_tokens=R, steady=s,
                    prefill_s_per_token=prefill.time_s / TOKEN_BUDGET)

@@ -62,14 +62,14 @@ def cache_table(names, context=8192, dtype="bf16") -> Table:
 
 
 def memory_table(setups, contexts=(4096, 32768), weights_dtype="bf16", kv_dtype="bf16",
-                 reserve=memory.RESERVE) -> Table:
+                 reserve=None, engine=None) -> Table:
     """Per (model, accelerator, GPUs): the weights, and the largest batch at each context (or the verdict)."""
     header = ("model", "GPUs", "memory less reserve", "weights",
               *(f"largest batch at {c:,}" for c in contexts))
     rows, cells = [], []
     for name, hw, gpus in setups:
         m, acc = models.get(name), hardware.get(hw)
-        plans = [memory.plan(m, acc, gpus, c, 1, weights_dtype, kv_dtype, reserve) for c in contexts]
+        plans = [memory.plan(m, acc, gpus, c, 1, weights_dtype, kv_dtype, reserve, engine=engine) for c in contexts]
         p = plans[0]
         batches = [str(q.max_batch) if q.weights_fit else f"no: {q.min_gpus} GPUs at least" for q in plans]
         rows.append({"model": m.key, "hw": acc.key, "gpus": gpus, "weights_bytes": p.weights_bytes,

@@ -20,7 +20,7 @@ estimates (:mod:`roofkit.inference.engine`). ``usd_per_gpu_hour`` prices them:
 
     >>> s = serve("llama-3-70b", "h100", gpus=8, context=8192)
     >>> s.memory.max_batch, round(s.tpot_s * 1e3, 2), round(s.tokens_per_s)
-    (176, 6.66, 150)
+    (176, 5.43, 184)
     >>> w = serve("llama-3-8b", "h100", input_tokens=2048, output_tokens=128, dtype="fp8", usd_per_gpu_hour=2)
     >>> w.batch, round(w.tokens_per_s), round(w.usd_per_million_tokens, 3)
     (490, 5568, 0.1)
@@ -115,11 +115,13 @@ class Serving:
 
 
 def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16", weights_dtype=None, kv_dtype=None,
-          calibrated=False, reserve=memory.RESERVE, input_tokens=None, output_tokens=None, tp=None, pp=None,
-          usd_per_gpu_hour=None, calibration=None) -> Serving:
+          calibrated=False, reserve=None, input_tokens=None, output_tokens=None, tp=None, pp=None,
+          usd_per_gpu_hour=None, calibration=None, engine=None) -> Serving:
     """Memory, TTFT, TPOT, throughput and cost of ``model`` on ``gpus`` x ``hw`` (see the module docstring).
 
     Give a workload (``input_tokens`` and ``output_tokens``) or a ``context`` (4,096 when neither is given).
+    ``engine`` ('vllm', the default, 'tensorrt-llm', 'sglang'): whose memory reserve and, calibrated, whose
+    tensor-parallel all-reduce.
     """
     m = models.get(model)
     key = dtypes.canonical(dtype)
@@ -132,9 +134,9 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
         if context is not None or prompt is not None:
             raise InvalidValue("give a workload (input and output tokens) or a context (and a prompt), not both.")
         return _workload(m, hw, n, input_tokens, output_tokens, batch, key, wd, kd, calibrated, reserve, tp, pp,
-                         price, calibration)
+                         price, calibration, engine)
     C = 4096 if context is None else context
-    plan = memory.plan(m, hw, n, C, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp)
+    plan = memory.plan(m, hw, n, C, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp, engine=engine)
     P = plan.context if prompt is None else whole(prompt, "prompt")
     if P > plan.context:
         raise InvalidValue(f"prompt ({P:,} tokens) must not exceed context ({plan.context:,}): the context holds the "
@@ -142,11 +144,9 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
     notes = []
     if not plan.fits:
         notes.append("the batch does not fit in memory: its times are what it would take if it did")
-    if m.mla:
-        notes.append(f"latency not modelled for {m.name} (latent attention): memory only")
-        return Serving(plan, key, P, bool(calibrated), None, None, None, notes=notes, gpus=n, usd_per_gpu_hour=price)
+    notes += _latent_notes(m, plan.tp)
     options = dict(gpus=n, dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated, tp=tp, pp=pp,
-                   calibration=calibration)
+                   calibration=workload._for_engine(engine, calibrated, calibration))
     step = latency.decode_step(m, hw, plan.batch, plan.context, **options)
     first = latency.prefill(m, hw, P, **options)
     critical = _critical(m, hw, plan.context, plan.gpus, key, wd, kd, notes)
@@ -155,21 +155,24 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
                    usd_per_gpu_hour=price)
 
 
-def _workload(m, hw, n, I, O, batch, key, wd, kd, calibrated, reserve, tp, pp, price, calibration) -> Serving:
+def _workload(m, hw, n, I, O, batch, key, wd, kd, calibrated, reserve, tp, pp, price, calibration,
+              engine=None) -> Serving:
     w = workload.Workload(whole(I, "input tokens"), whole(O, "output tokens"))
-    if m.mla:
-        plan = memory.plan(m, hw, n, w.footprint, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp)
-        if batch is None:
-            plan = plan.with_batch(max(1, plan.max_batch))
-        notes = [f"latency not modelled for {m.name} (latent attention): memory only"]
-        return Serving(plan, key, w.input_tokens, bool(calibrated), None, None, None, notes=notes, gpus=n,
-                       usd_per_gpu_hour=price)
     s = workload.steady_state(m, hw, w.input_tokens, w.output_tokens, n, batch, key, wd, kd, calibrated, calibration,
-                              tp, pp, reserve)
-    notes = list(s.notes)
+                              tp, pp, reserve, engine=engine)
+    notes = list(s.notes) + _latent_notes(m, s.plan.tp)
     critical = _critical(m, hw, round(w.average_context), s.plan.gpus, key, wd, kd, notes)
     return Serving(s.plan, key, w.input_tokens, bool(calibrated), s.ttft_s, s.tpot_s, critical, s.step, None,
                    notes, gpus=n, steady=s, usd_per_gpu_hour=price)
+
+
+def _latent_notes(m, tp) -> list[str]:
+    """What latent attention does to the times under tensor parallelism (DeepSeek-V2, V3)."""
+    if not m.mla or tp == 1:
+        return []
+    return [f"latent attention over {tp} tensor-parallel GPUs: each holds {m.heads // tp} heads but every "
+            "sequence's whole latent cache, and reads all of it each decode step (data-parallel attention, "
+            "as vLLM and SGLang offer, gives each GPU its own sequences instead: not modelled)"]
 
 
 def _critical(m, hw, context, gpus, key, wd, kd, notes) -> int | None:

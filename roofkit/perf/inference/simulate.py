@@ -68,7 +68,7 @@ from ...catalogs import models
 from ...errors import InvalidValue
 from ...units import positive, whole
 from . import latency, memory, paged, preemption
-from .workload import TOKEN_BUDGET, Workload
+from .workload import TOKEN_BUDGET, Workload, _for_engine
 
 __all__ = ["MAX_NUM_SEQS", "MAX_NUM_BATCHED_TOKENS", "SLO_TTFT_S", "SLO_TPOT_S", "REQUESTS", "KNOT", "knot_of",
            "StepCost", "Simulation", "simulate", "Static", "static", "percentile"]
@@ -327,17 +327,18 @@ def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
             "step_t": steps, "step_n": np.asarray(step_n, dtype=float), "gaps": np.asarray(gaps), "peak": peak}
 
 
-def _options(model, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration):
+def _options(model, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration, engine=None):
     key = dtypes.canonical(dtype)
     wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     return dict(gpus=gpus, tp=tp, pp=pp, dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated,
-                calibration=calibration)
+                calibration=_for_engine(engine, calibrated, calibration))
 
 
-def _fits(m, hw, options, reserve):
+def _fits(m, hw, options, reserve, engine=None):
     """The memory plan of one replica (raising when the weights do not fit)."""
     o = options
-    plan = memory.plan(m, hw, o["gpus"], 1, 1, o["weights_dtype"], o["kv_dtype"], reserve, tp=o["tp"], pp=o["pp"])
+    plan = memory.plan(m, hw, o["gpus"], 1, 1, o["weights_dtype"], o["kv_dtype"], reserve, tp=o["tp"], pp=o["pp"],
+                       engine=engine)
     if not plan.weights_fit:
         raise InvalidValue(plan.verdict)
     return plan
@@ -469,10 +470,11 @@ def _check_engine(max_num_seqs, max_num_batched_tokens):
 
 def simulate(model, hw, input_tokens, output_tokens, request_rate=math.inf, requests=REQUESTS, gpus=1, tp=None,
              pp=None, dtype="bf16", weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None,
-             reserve=memory.RESERVE, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
-             slo_ttft_s=SLO_TTFT_S, slo_tpot_s=SLO_TPOT_S, seed=0) -> Simulation:
+             reserve=None, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
+             slo_ttft_s=SLO_TTFT_S, slo_tpot_s=SLO_TPOT_S, seed=0, engine=None) -> Simulation:
     """``requests`` requests of I input and O output tokens arriving at ``request_rate`` per second (Poisson,
-    drawn with ``seed``; ``math.inf``: all at once) on ``gpus`` x ``hw``; see the module's docstring."""
+    drawn with ``seed``; ``math.inf``: all at once) on ``gpus`` x ``hw``; see the module's docstring. ``engine``:
+    whose memory reserve and (calibrated) tensor-parallel all-reduce (default vLLM's)."""
     m = models.get(model)
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"))
     rate = float(positive(request_rate, "request rate")) if request_rate != math.inf else math.inf
@@ -480,9 +482,10 @@ def simulate(model, hw, input_tokens, output_tokens, request_rate=math.inf, requ
     S, T = _check_engine(max_num_seqs, max_num_batched_tokens)
     slo_ttft, slo_tpot = float(positive(slo_ttft_s, "slo_ttft_s")), float(positive(slo_tpot_s, "slo_tpot_s"))
     seed_ = whole(seed, "seed", 0)
-    options = _options(m, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration)
-    plan = _fits(m, hw, options, reserve)
-    K = preemption.cache_tokens(m, hw, gpus, tp, pp, options["weights_dtype"], options["kv_dtype"], reserve)
+    options = _options(m, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration, engine)
+    plan = _fits(m, hw, options, reserve, engine)
+    K = preemption.cache_tokens(m, hw, gpus, tp, pp, options["weights_dtype"], options["kv_dtype"], reserve,
+                                engine=engine)
     blocks = K // paged.BLOCK
     if paged.blocks(w.length) > blocks:
         raise InvalidValue(f"one request of {w.length:,} tokens does not fit in the KV cache ({K:,} tokens): it "
@@ -549,16 +552,17 @@ class Static:
 
 
 def static(model, hw, input_tokens, output_tokens, batch=None, gpus=1, tp=None, pp=None, dtype="bf16",
-           weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None, reserve=memory.RESERVE) -> Static:
+           weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None, reserve=None,
+           engine=None) -> Static:
     """B = ``batch`` requests per replica (default: as many of I + O tokens as fit) from start to end: TTFT is
     their prompts' prefill in one step (:func:`roofkit.inference.latency.prefill`), then O - 1 decode steps at
     batch B with I + 1 ... I + O - 1 tokens cached (:func:`roofkit.inference.latency.step`)."""
     m = models.get(model)
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"))
-    options = _options(m, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration)
-    _fits(m, hw, options, reserve)
+    options = _options(m, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration, engine)
+    _fits(m, hw, options, reserve, engine)
     plan = memory.plan(m, hw, gpus, w.length, 1, options["weights_dtype"], options["kv_dtype"], reserve, tp=tp,
-                       pp=pp)
+                       pp=pp, engine=engine)
     if plan.max_batch < 1:
         raise InvalidValue(f"one request of {w.length:,} tokens does not fit in the KV cache ({plan.max_context:,} "
                            "tokens at most).")

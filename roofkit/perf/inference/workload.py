@@ -20,9 +20,17 @@ output tokens, and with n / (t p) replicas on n GPUs
     tokens/s = replicas · B · O / ((O - 1) · T_step)          TPOT = T_step
 
 TPOT is what a request sees between two tokens: its step carries the others'
-prefill too (prefill interrupts decode). TTFT is its own prefill: the prompt in
-chunks of at most ``token_budget`` tokens, each chunk a step that also decodes the
-B - 1 others (queueing for a free slot not counted).
+prefill too (prefill interrupts decode). TTFT is its prompt's steps: the prompt in
+chunks of at most ``token_budget`` tokens, each chunk in a step that also carries
+the others' decode and the other prompts of that step. With p = B / (O - 1) prompts
+a step, a step that carries this prompt carries max(p, 1 / chunks) prompts' worth
+(no more than the budget's once the prompt takes several steps), so
+
+    TTFT = chunks x T_step(B decoding, max(p, 1 / chunks) prompts)
+
+which is the average step itself when a step carries a prompt or more: the
+prompt's step is never a step that carries it alone (queueing for a free slot
+not counted; :mod:`roofkit.inference.simulate` counts it).
 
 B, unless given, is the most requests that fit: their average footprint, I + O/2
 tokens rounded up to whole paged blocks (:mod:`roofkit.inference.paged`), in the
@@ -56,6 +64,7 @@ from ...catalogs import hardware, links, models
 from ...errors import InvalidValue
 from ...units import whole
 from .. import comms
+from . import engine as eng
 from . import latency, memory, paged
 
 __all__ = ["TOKEN_BUDGET", "Workload", "SteadyState", "steady_state", "Disaggregated", "disaggregated"]
@@ -148,16 +157,20 @@ class SteadyState:
 
 
 def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dtype="bf16", weights_dtype=None,
-                 kv_dtype=None, calibrated=False, calibration=None, tp=None, pp=None, reserve=memory.RESERVE,
-                 token_budget=TOKEN_BUDGET, group=None, prefix=0) -> SteadyState:
-    """The steady state of continuous batching (see the module's docstring); ``batch`` per replica."""
+                 kv_dtype=None, calibrated=False, calibration=None, tp=None, pp=None, reserve=None,
+                 token_budget=TOKEN_BUDGET, group=None, prefix=0, engine=None) -> SteadyState:
+    """The steady state of continuous batching (see the module's docstring); ``batch`` per replica.
+
+    ``engine`` ('vllm', the default, 'tensorrt-llm', 'sglang'): whose memory reserve
+    (:func:`roofkit.inference.memory.plan`) and, calibrated, whose tensor-parallel all-reduce."""
     m = models.get(model)
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"), prefix)
     budget = whole(token_budget, "token budget")
     key = dtypes.canonical(dtype)
     wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+    calibration = _for_engine(engine, calibrated, calibration)
     plan = memory.plan(m, hw, gpus, w.footprint, 1 if batch is None else batch, wd, kd, reserve, group, tp, pp,
-                       w.cached)
+                       w.cached, engine=engine)
     notes = []
     if batch is None:
         B = max(1, plan.max_batch)
@@ -181,9 +194,15 @@ def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dty
     else:
         step = latency.step(m, hw, B, w.average_context, B / w.decode_steps, I, **options)
         tpot = step.time_s
-        # the prompt's chunks ride along with the B - 1 others' decode
-        first = chunks * latency.step(m, hw, B - 1, w.average_context if B > 1 else None, 1 / chunks, I,
-                                      **options).time_s
+        # each chunk rides in a step with the others' decode and the step's other prompts: max(p, 1/chunks) prompts'
+        # worth, at most the token budget's once the prompt takes several steps
+        p = B / w.decode_steps
+        share = max(p, 1 / chunks) if chunks == 1 else min(max(p, 1 / chunks), budget / (I - w.cached))
+        own = step if share == p else latency.step(m, hw, B, w.average_context, share, I, **options)
+        first = chunks * own.time_s
+        if p * (I - w.cached) > budget:
+            notes.append(f"each step would prefill {p * (I - w.cached):,.0f} prompt tokens, more than the token "
+                         f"budget ({budget:,}): an engine with that budget cannot keep {B} requests in flight")
     notes += [n for n in step.notes if n not in notes]
     return SteadyState(workload=w, batch=B, replicas=plan.replicas, step=step, ttft_s=first, tpot_s=tpot,
                        chunks=chunks, plan=plan, token_budget=budget, notes=notes)
@@ -214,7 +233,9 @@ class Disaggregated:
 
     @property
     def ttft_s(self) -> float:
-        """A prompt alone on its prefill GPUs (its step's time), then its cache's transfer (no queueing)."""
+        """The prefill step that carries the prompt with the step's other prompts (the token budget's worth), then
+        its cache's transfer (no queueing): the accounting of :func:`steady_state`'s TTFT, a step and all it
+        carries."""
         return self.prefill_step.time_s + self.transfer_s
 
     @property
@@ -243,8 +264,8 @@ class Disaggregated:
 
 
 def disaggregated(model, hw, input_tokens, output_tokens, prefill_gpus=1, decode_gpus=1, dtype="bf16",
-                  weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None, reserve=memory.RESERVE,
-                  token_budget=TOKEN_BUDGET, link=None) -> Disaggregated:
+                  weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None, reserve=None,
+                  token_budget=TOKEN_BUDGET, link=None, engine=None) -> Disaggregated:
     """Prefill on ``prefill_gpus`` (tensor parallel), decode on ``decode_gpus``; see the module's docstring.
 
     A prefill step takes as many whole prompts as the token budget holds (at least one);
@@ -258,11 +279,12 @@ def disaggregated(model, hw, input_tokens, output_tokens, prefill_gpus=1, decode
         raise InvalidValue("disaggregation needs requests that decode: output tokens of at least 2.")
     key = dtypes.canonical(dtype)
     wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
-    options = dict(dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated, calibration=calibration)
+    options = dict(dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated,
+                   calibration=_for_engine(engine, calibrated, calibration))
     np_, nd = whole(prefill_gpus, "prefill gpus"), whole(decode_gpus, "decode gpus")
     n = max(1, whole(token_budget, "token budget") // w.input_tokens)
     first = latency.step(m, acc, 0, None, n, w.input_tokens, gpus=np_, tp=np_, **options)
-    plan = memory.plan(m, acc, nd, w.footprint, 1, wd, kd, reserve, tp=nd)
+    plan = memory.plan(m, acc, nd, w.footprint, 1, wd, kd, reserve, tp=nd, engine=engine)
     if not plan.weights_fit:
         raise InvalidValue(f"the weights of {m.name} do not fit on {nd} decode GPU{'s' if nd > 1 else ''}: "
                            f"{plan.min_gpus} at least.")
@@ -272,3 +294,13 @@ def disaggregated(model, hw, input_tokens, output_tokens, prefill_gpus=1, decode
     cache = w.input_tokens * plan.kv_bytes_per_token
     transfer = comms.p2p(cache, chosen).time_s if chosen is not None else 0.0
     return Disaggregated(w, np_, nd, n, B, first, decode, transfer)
+
+
+def _for_engine(engine, calibrated, calibration):
+    """The calibration a calibrated step runs with: ``calibration`` (default: the shipped one) for ``engine``'s
+    choice of all-reduce; unchanged for the bound or when no engine is named."""
+    if engine is None or not calibrated:
+        if engine is not None:
+            eng.canonical(engine)  # a bad name is refused in the bound too
+        return calibration
+    return eng.for_engine(engine, calibration)
