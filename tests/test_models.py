@@ -66,8 +66,9 @@ def _inventory(m) -> int:
         per_layer += [(m.heads * dh,), (m.kv_heads * dh,), (m.kv_heads * dh,), (d,), (m.d_ff,), (d,)]
     expert = [(m.moe_d_ff, d), (d, m.moe_d_ff), (m.moe_d_ff, d)] if m.experts else []
     moe_mlp = expert * (m.experts + m.shared_experts) + [(m.experts, d)]  # the experts and the router
-    moe_layers = m.layers - m.dense_layers if m.experts else 0
-    tensors += (per_layer + dense_mlp) * (m.layers - moe_layers) + (per_layer + moe_mlp) * moe_layers
+    for layer in range(m.layers):  # Hugging Face Llama 4: feed_forward is the MoE where (i + 1) % step == 0
+        moe = m.experts and layer >= m.dense_layers and (layer - m.dense_layers + 1) % m.moe_layer_freq == 0
+        tensors += per_layer + (moe_mlp if moe else dense_mlp)
     tensors += [(d,)] * norm_vectors  # the final norm
     if not m.tied_embeddings:
         tensors.append((m.vocab, d))  # the output layer
@@ -100,8 +101,7 @@ def test_parameter_tensors_add_up_to_the_parameters(key):
     if not (m.mla or m.moe):
         assert len(tensors) == m.layers * per_layer + tables + norms
     else:  # every routed and shared expert holds two matrices, each MoE layer a router
-        moe_layers = m.layers - m.dense_layers
-        assert len(tensors) > moe_layers * (2 * (m.experts + m.shared_experts) + 1)
+        assert len(tensors) > m.moe_layers * (2 * (m.experts + m.shared_experts) + 1)
 
 
 def test_parameter_tensors_of_a_gpt_as_megatron_lm_holds_them():
@@ -124,9 +124,7 @@ def test_exact_counts_of_the_llama_family():
 @pytest.mark.parametrize("key", BUILT_IN)
 def test_layer_weight_gemms_read_the_layer_s_matrices(key):
     m = models.get(key)
-    if m.mla:  # DeepSeek: shape, parameters and KV cache, not its layers' kernels
-        with pytest.raises(InvalidValue, match="not modelled op by op"):
-            m.layer_ops(batch=2, seq=3)
+    if m.mla:  # DeepSeek's latent attention, op by op: tests/test_mla_serving.py
         return
     ops = m.layer_ops(batch=2, seq=3)
     if m.moe:  # the 6 tokens' GEMMs: attention, the router, the k routed experts and the shared ones

@@ -47,11 +47,11 @@ def test_the_bound_never_prints_an_mfu_above_one(model, hw, gpus, tokens, seq, o
     assert p.hfu <= 1
 
 
-def test_deepseek_v3_as_laid_out_waits_for_its_network():
-    """Each GPU's NIC carries more all-to-all than the compute window: the step is the link's time."""
-    p = parallel.plan("deepseek-v3", "h100", 2048, 15360 * 4096, 4096, tp=1, pp=16, ep=64, zero=1)
+def test_tensor_parallelism_across_nodes_waits_for_its_network():
+    """TP 32 spans four nodes: each GPU's NIC carries more than the compute window, so the step is the link's."""
+    p = parallel.plan("llama-3-70b", "h100", 1024, 16 * 2**20, 8192, tp=32, pp=4, sequence_parallel=True)
     link = _busiest_link_s(p)
-    assert link > p.compute_s + p.bubble_s  # the case the old window (made partly of traffic) got wrong
+    assert link > p.compute_s + p.bubble_s  # the case a window made partly of traffic got wrong
     assert p.step_time_s == pytest.approx(link + p.optimizer_s)
 
 

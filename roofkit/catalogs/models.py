@@ -29,6 +29,7 @@ the embeddings, the output layer unless it is tied, and the final norm.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -52,8 +53,10 @@ _OPTIONAL = {"kv_heads": None, "head_dim": None, "mlp": "swiglu", "norm": "rmsno
              # multi-head latent attention (DeepSeek-V2/V3): leave out for MHA, GQA and MQA
              "q_lora_rank": None, "kv_lora_rank": None, "qk_nope_head_dim": None, "qk_rope_head_dim": None,
              "v_head_dim": None,
-             # a mixture of experts in place of the MLP, after the first dense_layers layers
-             "experts": 0, "experts_per_token": 0, "shared_experts": 0, "moe_d_ff": None, "dense_layers": 0}
+             # a mixture of experts in place of the MLP, after the first dense_layers layers, in every
+             # moe_layer_freq-th of them; mtp_layers multi-token prediction modules after the last layer
+             "experts": 0, "experts_per_token": 0, "shared_experts": 0, "moe_d_ff": None, "dense_layers": 0,
+             "moe_layer_freq": 1, "mtp_layers": 0}
 _MLA = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 _TEXT = ("name", "aliases", "source", "sources", "notes")
 
@@ -98,6 +101,8 @@ class Model:
     shared_experts: int = 0
     moe_d_ff: int | None = None
     dense_layers: int = 0  # the first layers keep a dense MLP of width d_ff
+    moe_layer_freq: int = 1  # after them, every moe_layer_freq-th layer has experts (Llama 4 Maverick: 2)
+    mtp_layers: int = 0  # multi-token prediction modules (DeepSeek-V3: 1), trained with it, not in params
 
     @property
     def gated(self) -> bool:
@@ -113,6 +118,26 @@ class Model:
     def moe(self) -> bool:
         """A mixture of experts in place of the MLP (after the first ``dense_layers``)."""
         return self.experts > 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based) has experts: none of the first ``dense_layers``; after them
+        every ``moe_layer_freq``-th, the last of each group of that many (layers k-1, 2k-1, ... past the dense
+        ones: Hugging Face Llama 4's ``interleave_moe_layer_step``, Qwen's ``decoder_sparse_step``).
+
+        >>> [get("llama-4-maverick").is_moe_layer(i) for i in range(4)]
+        [False, True, False, True]
+        """
+        past = layer - self.dense_layers
+        return self.moe and past >= 0 and (past + 1) % self.moe_layer_freq == 0
+
+    @property
+    def moe_layers(self) -> int:
+        """The decoder layers with experts (0 in a dense model): every consumer counts them from here.
+
+        >>> get("deepseek-v3").moe_layers, get("llama-4-maverick").moe_layers, get("llama-3-8b").moe_layers
+        (58, 24, 0)
+        """
+        return (self.layers - self.dense_layers) // self.moe_layer_freq if self.moe else 0
 
     @property
     def mlp_width(self) -> int:
@@ -154,11 +179,44 @@ class Model:
             attention = int(transformer_layer_params(d, H, self.d_ff, gated=self.gated, kv_heads=self.kv_heads,
                                                      head_dim=self.head_dim)) - dense_mlp - 2 * d
             latent_norms = 0
-        moe_layers = L - self.dense_layers if self.moe else 0
+        moe_layers = self.moe_layers
         experts = (self.experts if routed is None else routed) + self.shared_experts
         matrices = L * attention + (L - moe_layers) * dense_mlp + moe_layers * experts * m * d * (self.moe_d_ff or 0)
         vectors = L * (2 * d + latent_norms) + moe_layers * self.experts * d  # norms; each expert's router row
         return matrices, vectors
+
+    def _mtp_params(self, routed: int | None = None) -> int:
+        """One multi-token prediction module without the embedding and output head it shares with the model
+        (DeepSeek-V3, arXiv:2412.19437, section 2.2): a decoder layer like the model's last one, the projection
+        M_k of [h; emb] (2d x d), and three RMSNorms (of h, of the embedding, and before the shared head)."""
+        one = dataclasses.replace(self, layers=1, dense_layers=0 if self.is_moe_layer(self.layers - 1) else 1,
+                                  moe_layer_freq=1)
+        return sum(one._layers_params(routed)) + 2 * self.d_model ** 2 + 3 * self.d_model
+
+    @property
+    def mtp_params(self) -> int:
+        """The weights the ``mtp_layers`` multi-token prediction modules add in training (the embedding and the
+        output head are the model's own). DeepSeek-V3's released checkpoint also stores a copy of both in its
+        MTP layer: 11.6B + 2 x 0.93B, the "14B of the Multi-Token Prediction (MTP) Module weights" of its
+        685B (deepseek-ai/DeepSeek-V3, README.md). Not in :attr:`params`, which is the main model's.
+
+        >>> round(get("deepseek-v3").mtp_params / 1e9, 1)
+        11.6
+        """
+        if not self.mtp_layers:
+            return 0
+        return self.mtp_layers * self._mtp_params()
+
+    @property
+    def mtp_active_params(self) -> int:
+        """The weights one token is multiplied by in the MTP modules: each one's layer (its routed experts
+        only), its projection, and the shared output head a second time (Megatron-Core counts the same:
+        ``num_floating_point_operations`` in megatron/training/training.py adds ``mtp_num_layers`` layers, the
+        projections and one more logit pass)."""
+        if not self.mtp_layers:
+            return 0
+        return self.mtp_layers * (self._mtp_params(self.experts_per_token if self.moe else None)
+                                  + self.vocab * self.d_model)
 
     @property
     def layer_matrix_params(self) -> int:
@@ -218,7 +276,7 @@ class Model:
         tensors = []
         for layer in range(self.layers):
             tensors += norm + attention + norm
-            if self.moe and layer >= self.dense_layers:
+            if self.is_moe_layer(layer):
                 tensors.append(self.experts * d)  # the router
                 for _ in range(self.experts + self.shared_experts):
                     tensors += mlp(self.moe_d_ff, False)
@@ -246,19 +304,31 @@ class Model:
         A mixture of experts runs :func:`roofkit.routing.moe_mlp_ops` in place of the MLP
         (``routing``: how the tokens spread over the experts); ``dense=True`` gives one of its
         first ``dense_layers``, which keep a dense MLP of width d_ff.
+
+        Latent attention (DeepSeek-V2, V3) runs :func:`roofkit.formulas.latent_attention_ops` in place
+        of 'qkv' and 'attn': absorbed when the step reads a cache and is not causal (decode and a
+        speculative verification, as vLLM and FlashMLA run them), K and V rebuilt from the latent
+        for a prefill (causal, with or without a cached prefix).
         """
-        from ..formulas import transformer_layer_ops  # deferred: formulas imports numpy
+        from ..formulas import latent_attention_ops, transformer_layer_ops  # deferred: formulas imports numpy
         from ..routing import moe_mlp_ops  # deferred: routing pulls in numpy (through formulas)
 
-        if self.mla:
-            raise InvalidValue(f"{self.name}: its layers (latent attention) are not modelled op by op; roofkit counts "
-                               "its parameters, its weights in memory and its KV cache (roofkit.inference).")
+        if self.mla and fused_attention is not True:
+            raise InvalidValue(f"{self.name}: latent attention is modelled fused only (FlashMLA's decode kernel, "
+                               f"FlashAttention for its prefill); got fused_attention={fused_attention!r}.")
         if causal is None:
             causal = kv_seq is None
         ops = transformer_layer_ops(batch, seq, self.d_model, self.heads, self.d_ff, dtype, gated=self.gated,
                                     fused_attention=fused_attention, kv_seq=kv_seq, kv_heads=self.kv_heads,
-                                    head_dim=self.head_dim, causal=causal, weight_bytes_per_element=weight_bytes,
-                                    kv_bytes_per_element=kv_bytes)
+                                    head_dim=self.v_head_dim if self.mla else self.head_dim, causal=causal,
+                                    weight_bytes_per_element=weight_bytes, kv_bytes_per_element=kv_bytes)
+        if self.mla:  # DeepSeek-V2, section 2.1.2: latent attention in place of 'qkv' and 'attn'; W^O reads H d_h^V
+            latent = latent_attention_ops(batch, seq, self.d_model, self.heads, self.kv_lora_rank,
+                                          self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim, dtype,
+                                          self.q_lora_rank, kv_seq, causal,
+                                          absorbed=kv_seq is not None and not causal,  # decode: FlashMLA, absorbed
+                                          weight_bytes_per_element=weight_bytes, kv_bytes_per_element=kv_bytes)
+            ops = {"norm1": ops["norm1"]} | latent | {n: c for n, c in ops.items() if n not in ("norm1", "qkv", "attn")}
         if not self.moe or dense:
             return ops
         experts = moe_mlp_ops(batch * seq, self.d_model, self.moe_d_ff or self.d_ff, self.experts,
@@ -275,7 +345,8 @@ class Model:
             "params": self.params, "params_per_layer": None if self.mla or self.moe else self.params_per_layer,
             "active_params": self.active_params,
             **{f: getattr(self, f) for f in ("q_lora_rank", *_MLA, "experts", "experts_per_token", "shared_experts",
-                                             "moe_d_ff", "dense_layers")},
+                                             "moe_d_ff", "dense_layers", "moe_layer_freq", "mtp_layers")},
+            "moe_layers": self.moe_layers, "mtp_params": self.mtp_params,
             "aliases": list(self.aliases), "sources": dict(self.sources), "notes": list(self.notes),
         }
 
@@ -316,11 +387,12 @@ def _from_table(key: str, table: dict, sources: dict[str, str]) -> Model:
         if values["experts_per_token"] > values["experts"]:
             raise InvalidValue(f"{where}: experts_per_token ({values['experts_per_token']}) exceeds experts "
                                f"({values['experts']}).")
-    for f in ("experts", "shared_experts", "dense_layers"):
+    for f in ("experts", "shared_experts", "dense_layers", "mtp_layers"):
         if isinstance(values[f], bool) or not isinstance(values[f], int) or not 0 <= values[f] <= (
                 values["layers"] if f == "dense_layers" else 10**6):
             raise InvalidValue(f"{where}: {f} must be a whole number >= 0 (dense_layers at most layers); "
                                f"got {values[f]!r}.")
+    whole(values["moe_layer_freq"], f"{where}: moe_layer_freq", integer_only=True)
 
     cite = lambda source_id: sources.get(source_id, source_id)  # noqa: E731
     cited = {"*": cite(table["source"])}
@@ -422,10 +494,11 @@ _HF_GPT2 = {"layers": "n_layer", "d_model": "n_embd", "heads": "n_head", "d_ff":
 _HF_DEEPSEEK = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
                 "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim", "experts": "n_routed_experts",
                 "experts_per_token": "num_experts_per_tok", "shared_experts": "n_shared_experts",
-                "moe_d_ff": "moe_intermediate_size", "dense_layers": "first_k_dense_replace"}
+                "moe_d_ff": "moe_intermediate_size", "dense_layers": "first_k_dense_replace",
+                "mtp_layers": "num_nextn_predict_layers"}
 _HF_MIXTRAL = {"experts": "num_local_experts", "experts_per_token": "num_experts_per_tok"}
 _HF_QWEN_MOE = {"experts": "num_experts", "experts_per_token": "num_experts_per_tok",
-                "moe_d_ff": "moe_intermediate_size"}
+                "moe_d_ff": "moe_intermediate_size", "moe_layer_freq": "decoder_sparse_step"}
 # model_type -> (field names, the rest of the architecture)
 HF_FAMILIES = {
     "llama": (_HF_COMMON, {"mlp": "swiglu", "norm": "rmsnorm"}),

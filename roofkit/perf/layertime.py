@@ -79,13 +79,22 @@ _ROWWISE_STATS = "fp32"  # the reciprocal RMS an eager rms_norm writes beside it
 
 @dataclass(frozen=True)
 class Kernel:
-    """One GPU kernel of a layer: ``op`` is the layer op it belongs to; ``kind`` picks its roofs."""
+    """One GPU kernel of a layer: ``op`` is the layer op it belongs to; ``kind`` picks its roofs.
+
+    ``precision``: the precision its math runs in, when a recipe gives it its own
+    (an FP8 GEMM beside BF16 norms: :mod:`roofkit.perf.recipe`); None, the roofs'
+    own (every kernel in one precision, as here). ``shape``: a GEMM's
+    (rows, n, k, count), ``count`` GEMMs of [rows, k] @ [k, n], where the step
+    model needs its operands' sizes (their casts to a low precision).
+    """
 
     name: str
     op: str
     flops: float
     bytes: float
     kind: str  # "gemm", "attention", "norm" or "elementwise"
+    precision: str | None = None
+    shape: tuple | None = None
 
 
 def _shape(model) -> models.Model:
@@ -111,6 +120,9 @@ def kernels(model, batch, seq, kv_seq=None, dtype="bf16", eager=False, weights_d
     tokens, d_ff = batch * seq, shape.d_ff
     out = []
     for name, cost in ops.items():
+        if shape.mla and (name.endswith(".norm") or name.startswith("attn.")):  # latent attention's own kernels
+            out.append(_latent_kernel(name, cost))
+            continue
         kind = ("attention" if name == "attn" else "norm" if name.startswith("norm")
                 else "elementwise" if name.startswith("residual") or name.endswith(".act") or name == "moe.combine"
                 else "gemm")
@@ -125,6 +137,18 @@ def kernels(model, batch, seq, kv_seq=None, dtype="bf16", eager=False, weights_d
         else:
             out.append(Kernel(name, name, float(cost.flops), float(cost.bytes), kind))
     return out
+
+
+def _latent_kernel(name, cost) -> Kernel:
+    """A kernel that only multi-head latent attention runs (DeepSeek-V2, arXiv:2405.04434, section 2.1.2;
+    :func:`roofkit.formulas.latent_attention_ops`): the RMSNorm of a latent ('q.norm', 'kv.norm'), or a
+    GEMM beside the fused attention kernel that a prefill and a decode step run differently: K and V
+    rebuilt from the latent ('attn.kv_up', prefill) or W^UK and W^UV absorbed into the heads
+    ('attn.q_absorb', 'attn.v_absorb', decode). Those GEMMs belong to the op 'attn' with the fused
+    kernel, so that a step's attention (what each phase does apart) is every kernel of that op."""
+    if name.endswith(".norm"):
+        return Kernel(name, name, float(cost.flops), float(cost.bytes), "norm")
+    return Kernel(name, "attn", float(cost.flops), float(cost.bytes), "gemm")
 
 
 # --- calibration -----------------------------------------------------------------------------------

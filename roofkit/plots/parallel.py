@@ -19,7 +19,7 @@ on ``ax=`` when given.
     ...                      calibrated=True)
     >>> print(plots_parallel.plan_table([plan]))
     layout                         GPUs  tok/GPU  GB/GPU  fits  step (s)  compute  comm.  bubble    MFU
-    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    24.0   yes      5.25      67%    17%     16%  38.5%
+    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    24.0   yes      5.25      67%    17%     16%  35.5%
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ class Constants:
     fitted_on: int = 0
     rms_log_error: float | None = None
     source: str = "bound: every share at 1"
+    # the busiest expert GPU's tokens over the mean (1.0: perfectly balanced, the bound); calibrated, it scales
+    # the experts' all-to-alls (roofkit.parallel.experts); until fitted on a published MoE run it stays 1.0
+    moe_imbalance: float = 1.0
 
     @classmethod
     def bound(cls) -> "Constants":

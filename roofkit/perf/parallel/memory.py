@@ -50,7 +50,7 @@ from ...units import positive, whole
 from .pipeline import layers_in_flight
 from .sharding import policy_of, state_bytes
 
-__all__ = ["activation_bytes", "memory_per_gpu", "layer_params", "TENSORS"]
+__all__ = ["activation_bytes", "memory_per_gpu", "layer_params", "expert_shards", "TENSORS"]
 
 TENSORS = ("least", "megatron")  # what a layer keeps for its backward: the bound's least, or an eager implementation's
 
@@ -93,16 +93,39 @@ def activation_bytes(tokens, d_model, heads, kv_heads, head_dim, d_ff, gated=Tru
     return T * (replicated + sharded + scores)
 
 
-def layer_params(model, tp=1, ep=1) -> tuple[float, float]:
-    """(dense, expert) parameters of all decoder layers, embeddings and head, on one TP rank and EP rank."""
+def layer_params(model, tp=1, ep=1, etp=None) -> tuple[float, float]:
+    """(dense, expert) parameters of all decoder layers, embeddings and head, and of the multi-token prediction
+    modules (:attr:`roofkit.models.Model.mtp_params`), on one GPU.
+
+    The dense ones split over the ``tp`` ranks; the routed experts over ``ep`` x ``etp``
+    GPUs (Megatron-Core's expert-model-parallel and expert-tensor-parallel sizes,
+    megatron/core/transformer/moe/README.md, "MoE Parallel Folding"), ``etp``
+    defaulting to ``tp`` (the experts sharded over the TP ranks like the rest).
+
+    >>> dense, experts = layer_params("qwen3-235b-a22b", tp=4, ep=32, etp=1)   # whole experts, 4 a GPU
+    >>> round(experts / 1e9, 2) == round(94 * 4 * 3 * 4096 * 1536 / 1e9, 2)
+    True
+    """
     M = models.get(model)
     t, e = whole(tp, "tp"), whole(ep, "ep")
+    split = e * (t if etp is None else whole(etp, "etp"))
     if not M.moe:
-        return M.params / t, 0.0
-    m = 3 if M.gated else 2
-    moe_layers = M.layers - M.dense_layers
-    routed = moe_layers * M.experts * m * M.d_model * M.moe_d_ff
-    return (M.params - routed) / t, routed / (t * e)
+        return (M.params + M.mtp_params) / t, 0.0
+    expert = (3 if M.gated else 2) * M.d_model * M.moe_d_ff * M.experts  # one layer's routed experts
+    routed = M.moe_layers * expert + (M.mtp_layers * expert if M.is_moe_layer(M.layers - 1) else 0)
+    return (M.params + M.mtp_params - routed) / t, routed / split
+
+
+def expert_shards(shards, tp=1, ep=1, etp=None) -> float:
+    """The expert-data-parallel degree: of the ``shards`` x ``tp`` GPUs of a pipeline stage that hold the same
+    dense weights' shards, how many hold the same experts: shards x tp / (ep x etp) (``etp`` defaults to
+    ``tp``: shards / ep, EP carved from the data-parallel ranks).
+
+    >>> expert_shards(128, tp=1, ep=64, etp=1), expert_shards(8, tp=4, ep=32, etp=1), expert_shards(32, tp=8, ep=8)
+    (2.0, 1.0, 4.0)
+    """
+    t = whole(tp, "tp")
+    return positive(shards, "shards") * t / (whole(ep, "ep") * (t if etp is None else whole(etp, "etp")))
 
 
 def _widths(M):
@@ -117,12 +140,16 @@ def _widths(M):
 
 def memory_per_gpu(model, microbatch_tokens, tp=1, pp=1, shards=1, zero=0, microbatches=1, recompute=False,
                    sequence_parallel=False, virtual_stages=1, seq=None, attention="flash", ep=1, policy=None,
-                   dropout=False, tensors="least") -> dict:
+                   dropout=False, tensors="least", etp=None) -> dict:
     """Bytes the GPU that holds most keeps: weights, gradients, optimizer states and activations, and their total.
 
-    The GPU holds 1/(tp pp) of the parameters (experts also 1/ep), sharded
-    further over ``shards`` data-parallel ranks by ZeRO's ``zero`` stage and
-    ``policy`` (:func:`~roofkit.parallel.sharding.state_bytes`); and the
+    The GPU holds 1/(tp pp) of the parameters, its 1/(ep etp) of the routed
+    experts (:func:`layer_params`; ``etp`` defaults to ``tp``), sharded further
+    by ZeRO's ``zero`` stage and ``policy`` (:func:`~roofkit.parallel.sharding.state_bytes`):
+    the dense ones over the ``shards`` data-parallel ranks (DP x CP), the experts
+    over the expert-data-parallel ranks that hold the same experts,
+    shards x tp / (ep x etp) (Megatron-Core's EDP, megatron/core/parallel_state.py,
+    its expert data-parallel group); and the
     activations of ``microbatch_tokens`` tokens (its context-parallel share) per
     layer, for the layer-micro-batches that the pipeline stage holding most
     keeps at once (:func:`~roofkit.parallel.pipeline.layers_in_flight`). With full
@@ -145,9 +172,12 @@ def memory_per_gpu(model, microbatch_tokens, tp=1, pp=1, shards=1, zero=0, micro
 
     M = models.get(model)
     t, p = whole(tp, "tp"), whole(pp, "pp")
-    dense, experts = layer_params(M, t, ep)
+    dense, experts = layer_params(M, t, ep, etp)
     params_here = (dense + experts) / p
-    states = state_bytes(params_here, shards, zero, policy=policy)
+    states = state_bytes(dense / p, shards, zero, policy=policy)
+    if experts:  # the experts' states shard over the ranks that hold the same experts
+        expert_states = state_bytes(experts / p, expert_shards(shards, t, ep, etp), zero, policy=policy)
+        states = {k: states[k] + expert_states[k] for k in states}
     _, held = layers_in_flight(M.layers, p, microbatches, virtual_stages)  # layer-micro-batches at once
     q, kv, out, mlp = _widths(M)
     head_dim = (q + out) / (2 * M.heads)  # MLA: Q and the output's input average to H x head_dim

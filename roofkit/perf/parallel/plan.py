@@ -58,7 +58,8 @@ split them); ``fits`` holds it against what the card reports, so a layout that
 "does not fit" fits no implementation. ``memory_estimate`` is an estimate beside
 it: the activations as Megatron-LM's eager layers keep them (every op's inputs).
 
-MFU counts the model's FLOPs against the datasheet peak (:data:`MFU_CONVENTION`):
+MFU counts the model's FLOPs against the datasheet peak of the precision the
+linear layers' GEMMs run in (:data:`MFU_CONVENTION`; FP8's for an FP8 recipe):
 6N with N the parameters a token is multiplied by (the active ones of a mixture
 of experts; not the embedding table, which is a lookup), plus attention's
 matmuls under the causal mask (:func:`roofkit.training.flops_per_token` with
@@ -71,16 +72,18 @@ above 1. HFU counts every FLOP the kernels execute, recomputation included.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ... import dtypes
 from ...catalogs import models
+from .. import recipe as recipes
 from ...errors import InvalidValue
 from ...units import positive, whole
 from .constants import Constants
 from .constants import constants as fitted
-from .experts import A2A_PER_LAYER, all_to_all_bytes
+from . import experts
+from .experts import A2A_PER_LAYER
 from .fabric import Fabric, links_of, span
 from .memory import layer_params, memory_per_gpu
 from .pipeline import layers_in_flight, schedule
@@ -89,7 +92,8 @@ from .sharding import GATHER_APIS, OPS_PER_SLICE, ZERO_STAGES, list_slices, poli
 __all__ = ["Plan", "plan", "MFU_CONVENTION"]
 
 MFU_CONVENTION = ("model FLOPs = 6 x the parameters a token is multiplied by (active experts only, no embedding "
-                  "lookup) + attention's matmuls under the causal mask, over the datasheet peak")
+                  "lookup) + attention's matmuls under the causal mask, over the datasheet peak of the precision "
+                  "the linear layers' GEMMs run in")
 
 
 @dataclass
@@ -140,6 +144,24 @@ class Plan:
     memory_estimate: dict = field(default_factory=dict)  # activations as an eager implementation keeps them
     memory_stage: int = 0  # the pipeline rank that holds most
     gather_api: str = "flat"
+    # The precision recipe (roofkit.perf.recipe) and the precision of each of its kernel families; ``precision``
+    # above is its linear layers' GEMMs' ('fp8' for the FP8 recipes; the dtype where every kernel runs in one).
+    recipe: str = "bf16"
+    precisions: dict = field(default_factory=dict)
+    # MFU and HFU count against the dense datasheet peak of this precision: the recipe's base one, BF16 for the
+    # FP8 and FP4 recipes (the dtype where every kernel runs in one, as before recipes). An FP8 run's MFU is then
+    # comparable with the same model's BF16 run, and FP8's gain shows as a higher MFU: torchtitan counts float8
+    # runs so (pytorch/torchtitan, torchtitan/tools/utils.py, get_peak_flops: "hardcoded BF16 type peak flops");
+    # NVIDIA's NeMo and Megatron-Bridge tables print model TFLOP/s per GPU, no peak. Against the FP8 peak, an FP8
+    # run would show a lower MFU than the same run in BF16 while training faster.
+    mfu_peak_precision: str = ""
+    # the experts (roofkit.parallel.experts): expert tensor and data parallelism, node-limited routing, the
+    # dispatch's precision and dispatcher (what each GPU dispatches: communication["ep"]["experts"])
+    etp: int = 1
+    expert_dp: int = 1
+    max_nodes_per_token: int | None = None
+    dispatch_dtype: str = "bf16"
+    dispatcher: str = "alltoall"
 
     @property
     def communication_s(self) -> float:
@@ -154,7 +176,8 @@ class Plan:
         from ...catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
         from .. import training  # deferred: perf.training imports numpy
 
-        return training.mfu(flops, self.step_time_s, hardware.get(self.accelerator).peak(self.precision), self.gpus)
+        peak = hardware.get(self.accelerator).peak(self.mfu_peak_precision or self.precision)
+        return training.mfu(flops, self.step_time_s, peak, self.gpus)
 
     @property
     def mfu(self) -> float:
@@ -217,7 +240,7 @@ class Plan:
                                "mfu_convention": MFU_CONVENTION}
 
 
-def _check_layout(M, G, t, c, p, d, e, zero):
+def _check_layout(M, G, t, c, p, d, e, zero, etp=None, sequence_parallel=False):
     if t * c * p * d != G:
         raise InvalidValue(f"tp x cp x pp x dp = {t} x {c} x {p} x {d} = {t * c * p * d}, not gpus = {G}; "
                            f"with tp={t}, cp={c}, pp={p} choose dp = gpus / {t * c * p}"
@@ -226,19 +249,15 @@ def _check_layout(M, G, t, c, p, d, e, zero):
         raise InvalidValue(f"zero must be one of {', '.join(map(str, ZERO_STAGES))}; got {zero!r}.")
     if p > M.layers:
         raise InvalidValue(f"pp = {p} stages for {M.layers} layers: at most one stage per layer (pp <= {M.layers}).")
-    if e > 1:
-        if not M.moe:
-            raise InvalidValue(f"ep = {e}, but {M.name} has no experts: expert parallelism needs a mixture of experts.")
-        if M.experts % e:
-            raise InvalidValue(f"ep = {e} does not divide {M.name}'s {M.experts} experts.")
-        if (d * c) % e:
-            raise InvalidValue(f"ep = {e} must divide the dp x cp = {d * c} ranks it is carved from.")
+    experts.check(M, t, c, d, e, t if etp is None else etp, sequence_parallel)  # ETP x EP folded over TP x CP x DP
 
 
 def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, zero=0, microbatches=None,
          virtual_stages=1, dtype="bf16", recompute="none", overlap=True, efficiency=1.0, achievable=False,
          intra=None, inter=None, node_gpus=None, ep=1, sequence_parallel=False, policy=None, attention="flash",
-         tp_overlap=False, p2p_overlap=True, gather_api="flat", calibrated=False, constants=None) -> Plan:
+         tp_overlap=False, p2p_overlap=True, gather_api="flat", calibrated=False, constants=None,
+         recipe=None, etp=None, max_nodes_per_token=None, dispatch_dtype="bf16", dispatcher="alltoall",
+         moe_imbalance=None) -> Plan:
     """Step time, MFU and memory per GPU of ``model`` trained on ``gpus`` x ``hw`` in a TP x CP x PP x DP layout.
 
     ``model``: a catalog name, a Model, a TOML or config.json file (:func:`roofkit.models.get`).
@@ -247,7 +266,18 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     one sequence each), each stage holding ``virtual_stages`` interleaved chunks.
     ``recompute``: 'none', 'selective', 'full' (True is 'full'). ``zero`` 0 to 3,
     ``policy`` stage 3's gathering ('full-shard', 'shard-grad-op', 'per-step').
-    ``ep``: experts spread over that many of the DP x CP ranks. ``overlap=False``:
+    ``ep``, ``etp``: the experts folded over each pipeline stage's TP x CP x DP
+    GPUs as Megatron-Core folds them, ETP x EP x EDP (:mod:`roofkit.parallel.experts`):
+    each expert split over ``etp`` GPUs (default ``tp``; 1 keeps whole experts on a
+    GPU), the experts over ``ep`` groups of them; ep x etp must divide tp x cp x dp.
+    With ``tp`` > 1 a mixture of experts needs ``sequence_parallel`` (Megatron-Core
+    refuses it otherwise). ``max_nodes_per_token``: node-limited routing (DeepSeek-V3:
+    4); ``dispatch_dtype`` 'bf16' or 'fp8' (DeepSeek-V3's, with a scale per 128
+    elements; the combine stays BF16); ``dispatcher`` (calibrated) 'alltoall'
+    (Megatron-Core's NCCL all-to-all, a row per token and expert) or 'deepep' (once
+    per node, then NVLink); the bound sends the least any router could.
+    ``moe_imbalance`` (calibrated): the busiest expert GPU's tokens over the mean
+    (default the constants', 1.0 until fitted). ``overlap=False``:
     nothing hides behind compute. ``tp_overlap``: the run overlaps TP traffic
     with its GEMMs (Megatron-Core's ``--tp-comm-overlap``). ``p2p_overlap=False``:
     the pipeline's sends wait between micro-batches (Megatron-LM before
@@ -261,10 +291,16 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     ``achievable`` (bound only): the matmuls at the best measured rate;
     ``efficiency`` scales the matmul rate either way. ``intra`` / ``inter``
     choose the links (default: the NVLink domain and the first network).
+    ``recipe``: the precision of each kernel family (:mod:`roofkit.perf.recipe`:
+    'bf16', 'fp8', 'fp8-current', 'fp8-attention', 'mxfp8', ...); by default
+    ``dtype``'s, every kernel in it, except ``dtype='fp8'``: Transformer
+    Engine's default recipe (the linear layers' GEMMs in FP8, the rest BF16).
     """
     L = _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, microbatches, virtual_stages, dtype,
                 recompute, efficiency, achievable, intra, inter, node_gpus, ep, policy, gather_api, calibrated,
-                constants)
+                constants, recipe, moe=dict(etp=etp, sequence_parallel=sequence_parallel,
+                                            max_nodes_per_token=max_nodes_per_token, dispatch_dtype=dispatch_dtype,
+                                            dispatcher=dispatcher, moe_imbalance=moe_imbalance))
     fabric = Fabric(L.intra_link, L.inter_link, L.node, calibrated)
     r = _roofs(L, calibrated, achievable)
     t_mb, stage_mb = _microbatch_compute(L, r, sequence_parallel, attention, calibrated)
@@ -283,17 +319,19 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     model_flops, hardware_flops = _flops(L, sequence_parallel, attention)
     memory, memory_estimate, stage = _memory(L, shards, sequence_parallel, attention)
     M, acc, intra_link, inter_link = L.M, L.acc, L.intra_link, L.inter_link
-    result = Plan(model=M.key, accelerator=acc.key, precision=L.precision, gpus=L.G, tp=L.t, cp=L.c, pp=L.p, dp=L.d,
+    result = Plan(model=M.key, accelerator=acc.key, **_recipe_fields(L), gpus=L.G, tp=L.t, cp=L.c, pp=L.p, dp=L.d,
                   zero=L.zero, microbatches=L.m, virtual_stages=L.v, microbatch_tokens=L.mb_tokens,
                   global_batch_tokens=L.B, seq=L.S, recompute=L.mode, overlap=bool(overlap), efficiency=float(L.U),
                   achievable=bool(achievable), intra=intra_link.key, inter=inter_link.key if inter_link else None,
                   node_gpus=L.node, model_flops=model_flops, compute_s=compute, bubble_s=bubble, communication=comm,
                   memory=memory, memory_estimate=memory_estimate, memory_stage=stage,
-                  memory_capacity_bytes=acc.capacity_bytes, ep=L.e, policy=L.policy,
+                  memory_capacity_bytes=acc.capacity_bytes, ep=L.ep, policy=L.policy,
                   sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
                   p2p_overlap=bool(p2p_overlap), gather_api=gather_api,
                   calibrated=calibrated, optimizer_s=optimizer, hardware_flops=hardware_flops,
-                  schedule=schedule(L.v) if L.p > 1 else "none", constants=L.k.to_dict(), roofs=r.to_dict())
+                  schedule=schedule(L.v) if L.p > 1 else "none", constants=L.k.to_dict(), roofs=r.to_dict(),
+                  etp=L.etp, expert_dp=experts.expert_dp(L.t, L.c, L.d, L.ep, L.etp), max_nodes_per_token=L.max_nodes,
+                  dispatch_dtype=L.dispatch_dtype, dispatcher=L.dispatcher)
     _warn(result, acc, L.t, L.node, compute, t_mb, L.dense_layers, L.moe_layers, L.p)
     return result
 
@@ -315,7 +353,7 @@ class _Layout:
     c: int  # context-parallel degree
     p: int  # pipeline stages
     d: int  # data-parallel degree
-    e: int  # expert-parallel degree
+    e: int  # ep x etp / tp: the expert GPUs per TP rank, what steptime and memory take as their ``ep``
     zero: int
     policy: str | None
     mode: str  # recomputation
@@ -329,6 +367,13 @@ class _Layout:
     intra_link: Any
     inter_link: Any
     node: int  # GPUs per node
+    # experts (roofkit.parallel.experts): ETP x EP folded over TP x CP x DP; node-limited routing, the dispatch's
+    # precision and its dispatcher
+    ep: int = 1  # expert-parallel degree
+    etp: int = 1  # expert-tensor-parallel degree
+    max_nodes: int | None = None
+    dispatch_dtype: str = "bf16"
+    dispatcher: str = "alltoall"
 
     @property
     def b_mb(self) -> float:
@@ -341,14 +386,22 @@ class _Layout:
         return self.B / (self.d * self.m)
 
     @property
+    def _mtp_moe(self) -> bool:
+        """Whether the multi-token prediction modules' layers have experts (as the model's last layer)."""
+        return self.M.is_moe_layer(self.M.layers - 1)
+
+    @property
     def moe_layers(self) -> int:
-        """The model's layers with experts (none in a dense model)."""
-        return (self.M.layers - self.M.dense_layers) if self.M.moe else 0
+        """The layers with experts a step runs: the model's, and the multi-token prediction modules' when theirs
+        have experts (DeepSeek-V3, section 2.2: a Transformer block like the main model's; Megatron-Core counts
+        them so, ``num_floating_point_operations``). Their projection and second pass through the head are left
+        out."""
+        return self.M.moe_layers + (self.M.mtp_layers if self._mtp_moe else 0)
 
     @property
     def dense_layers(self) -> int:
-        """The model's layers without experts."""
-        return self.M.layers - self.moe_layers
+        """The layers without experts a step runs (the multi-token prediction modules' when theirs have none)."""
+        return self.M.layers - self.M.moe_layers + (0 if self._mtp_moe else self.M.mtp_layers)
 
     @property
     def layers_here(self) -> float:
@@ -358,15 +411,23 @@ class _Layout:
 
 def _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, microbatches, virtual_stages, dtype,
             recompute, efficiency, achievable, intra, inter, node_gpus, ep, policy, gather_api, calibrated,
-            constants) -> _Layout:
-    """plan()'s arguments read and checked, each in the order its error is reported, and the links chosen."""
+            constants, recipe=None, moe=None) -> _Layout:
+    """plan()'s arguments read and checked, each in the order its error is reported, and the links chosen.
+
+    ``moe``: plan()'s expert options by name (etp, sequence_parallel, max_nodes_per_token, dispatch_dtype,
+    dispatcher, moe_imbalance; :mod:`roofkit.parallel.experts`).
+
+    ``precision`` (of the _Layout) is the name of the precision recipe of ``dtype`` and ``recipe``
+    (:func:`roofkit.perf.recipe.resolve`): the dtype's own where every kernel runs in it."""
     from ...catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
     from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     M = models.get(model)
     acc = hardware.get(hw)
-    precision = dtypes.canonical(dtype)
-    G, t, c, p, d, e = _degrees(M, gpus, tp, cp, pp, dp, ep, zero)
+    precision = recipes.resolve(dtype, recipe).name
+    moe = dict(moe or {})
+    G, t, c, p, d, e, r = _degrees(M, gpus, tp, cp, pp, dp, ep, zero, moe.pop("etp", None),
+                                   moe.pop("sequence_parallel", False))
     policy = policy_of(zero, policy)
     if gather_api not in GATHER_APIS:
         raise InvalidValue(f"gather_api must be one of {', '.join(GATHER_APIS)}; got {gather_api!r}.")
@@ -381,23 +442,28 @@ def _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, mic
                            "uses achievable roofs: choose one.")
     B, S, sequences, m, U, v = _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_stages)
     k = fitted() if calibrated and constants is None else (constants or Constants.bound())
+    max_nodes, dispatch_dtype, dispatcher, imbalance = experts.options(M, calibrated, **moe)
+    k = k if imbalance is None else replace(k, moe_imbalance=float(imbalance))
     intra_link, inter_link, node = links_of(acc, intra, inter, node_gpus)
-    return _Layout(M, acc, precision, G, t, c, p, d, e, zero, policy, mode, B, S, sequences, m, U, v, k,
-                   intra_link, inter_link, node)
+    return _Layout(M, acc, precision, G, t, c, p, d, e * r // t, zero, policy, mode, B, S, sequences, m, U, v, k,
+                   intra_link, inter_link, node, ep=e, etp=r, max_nodes=max_nodes, dispatch_dtype=dispatch_dtype,
+                   dispatcher=dispatcher)
 
 
-def _degrees(M, gpus, tp, cp, pp, dp, ep, zero) -> tuple[int, int, int, int, int, int]:
-    """The GPUs and the TP, CP, PP, DP and EP degrees, checked against one another and the model."""
+def _degrees(M, gpus, tp, cp, pp, dp, ep, zero, etp=None, sequence_parallel=False) -> tuple[int, ...]:
+    """The GPUs and the TP, CP, PP, DP, EP and ETP degrees (ETP defaults to TP), checked against one another and
+    the model."""
     G = whole(gpus, "gpus")
     t, c, p, e = whole(tp, "tp"), whole(cp, "cp"), whole(pp, "pp"), whole(ep, "ep")
+    r = t if etp is None else whole(etp, "etp")
     if dp is None:
         if G % (t * c * p):
             raise InvalidValue(f"gpus = {G} is not a multiple of tp x cp x pp = {t * c * p}; "
                                f"choose tp, cp and pp whose product divides {G}.")
         dp = G // (t * c * p)
     d = whole(dp, "dp")
-    _check_layout(M, G, t, c, p, d, e, zero)
-    return G, t, c, p, d, e
+    _check_layout(M, G, t, c, p, d, e, zero, r, sequence_parallel)
+    return G, t, c, p, d, e, r
 
 
 def _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_stages):
@@ -430,24 +496,37 @@ def _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_
 
 
 def _roofs(L: _Layout, calibrated, achievable):
-    """The kernels' roofs: achievable with the fitted share and floor (calibrated), else the datasheet's."""
+    """The kernels' roofs: achievable with the fitted share and floor (calibrated), else the datasheet's; a rate
+    for each precision of the recipe (``L.precision``, its name)."""
     from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     if calibrated:
-        return steptime.roofs(L.acc, L.precision, True, L.k.matmul_efficiency * L.U, L.k.floor_s)
-    r = steptime.roofs(L.acc, L.precision, False)
-    peak = L.acc.peak(L.precision, achievable=True) if achievable else r.peak_flops
-    return steptime.Roofs(peak * L.U, r.bandwidth, 0.0, False, r.source + (" (achievable matmul rate)" if achievable
-                                                                            else ""))
+        return steptime.roofs(L.acc, calibrated=True, matmul_efficiency=L.k.matmul_efficiency * L.U,
+                              floor_s=L.k.floor_s, recipe=L.precision)
+    return steptime.roofs(L.acc, recipe=L.precision, achievable=achievable).scaled(L.U)
+
+
+def _recipe_fields(L: _Layout) -> dict:
+    """The Plan's precision fields: the recipe (``L.precision``, its name), its linear GEMMs' precision, each
+    family's, and the precision whose peak MFU counts against (Plan.mfu_peak_precision)."""
+    r = recipes.get(L.precision)
+    return {"precision": r.linear, "recipe": r.name, "precisions": r.precisions,
+            "mfu_peak_precision": r.mfu_peak_precision}
 
 
 def _microbatch_compute(L: _Layout, r, sequence_parallel, attention, calibrated):
-    """One micro-batch through one layer, kernel by kernel, and through this GPU's pipeline stage (seconds)."""
+    """One micro-batch through one layer, kernel by kernel, and through this GPU's pipeline stage (seconds).
+
+    A low-precision recipe casts the weights once a step (steptime.weight_cast_kernels): each of the m
+    micro-batches carries 1/m of those casts."""
     from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     t_mb = steptime.microbatch(L.M, L.acc, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode,
-                               calibrated, L.precision, roofs_=r)
+                               calibrated, roofs_=r, recipe=L.precision)
     stage_mb = (L.dense_layers * t_mb.layer_s + L.moe_layers * t_mb.moe_layer_s + t_mb.head_s) / L.p
+    casts = L.dense_layers * t_mb.weight_cast_s + L.moe_layers * t_mb.moe_weight_cast_s + t_mb.head_weight_cast_s
+    if casts:
+        stage_mb += casts / (L.p * L.m)
     return t_mb, stage_mb
 
 
@@ -480,10 +559,33 @@ def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap
         kv = L.mb_tokens * 2 * max(1, M.kv_heads // t) * M.head_dim * _ACT
         calls = (3 if mode == "full" else 2) * L.layers_here * m
         _record(comm, fabric, "cp", "all-gather", kv, calls, c, t)
-    if e > 1 and L.moe_layers:
-        size = all_to_all_bytes(L.mb_tokens / c, M.d_model, M.experts_per_token, _ACT)
-        calls = (A2A_PER_LAYER + (2 if mode == "full" else 0)) * L.moe_layers / L.p * m
-        _record(comm, fabric, "ep", "all-to-all", size, calls, e, t * c)
+    if L.moe_layers and (L.ep > 1 or L.etp > 1):  # each GPU dispatches its own tokens (roofkit.parallel.experts)
+        tokens = experts.dispatch_tokens(L.mb_tokens, c, t, sequence_parallel)
+        x = experts.traffic(fabric, tokens, M, L.ep, L.etp, L.max_nodes, L.dispatch_dtype, L.dispatcher,
+                            fabric.calibrated)
+        each = A2A_PER_LAYER // 2 + (1 if mode == "full" else 0)  # dispatches (forward, combine's backward), combines
+        ops = each * L.moe_layers / L.p * m
+        busiest = L.k.moe_imbalance  # the busiest GPU's tokens over the mean: 1 in the bound
+        per_gpu = experts.tokens_per_expert(tokens, M.experts_per_token, M.experts, L.ep, L.etp)
+        detail = {"tokens_per_gpu": tokens, "top_k": M.experts_per_token, "copies_per_token": x["copies"],
+                  "nodes": x["nodes"], "gpus_per_node": x["gpus_per_node"], "dispatch_dtype": L.dispatch_dtype,
+                  "dispatcher": L.dispatcher if fabric.calibrated else "least traffic (bound)",
+                  "max_nodes_per_token": L.max_nodes, "tokens_per_expert": per_gpu,
+                  "grouped_gemm_share": experts.grouped_gemm_share(per_gpu) if fabric.calibrated else 1.0}
+        if L.ep > 1:
+            total = (x["dispatch"]["seconds"] + x["combine"]["seconds"]) * ops * busiest
+            comm["ep"] = {"collective": "all-to-all" if fabric.calibrated and L.dispatcher == "alltoall"
+                          else "all-to-all (network, then NVLink)", "calls": 2 * ops, "group": L.ep,
+                          "bytes_per_call": x["dispatch"]["network_bytes"] + x["dispatch"]["nvlink_bytes"],
+                          "network_bytes_per_dispatch": x["dispatch"]["network_bytes"],
+                          "nvlink_bytes_per_dispatch": x["dispatch"]["nvlink_bytes"], "level": x["level"],
+                          "time_s": total, "exposed_s": total, "experts": detail}
+        if "etp" in x:  # the rows each expert's ETP group received: all-gathered, then reduce-scattered
+            total = x["etp"]["seconds"] * ops * busiest
+            comm["etp"] = {"collective": "all-gather + reduce-scatter", "bytes_per_call": x["etp"]["bytes"],
+                           "calls": ops, "group": L.etp, "level": x["etp"]["level"], "time_s": total,
+                           "exposed_s": total}
+            critical += total / m
     for kind in ("tp", "cp", "ep"):
         if kind in comm:
             critical += comm[kind]["exposed_s"] / m
@@ -587,17 +689,20 @@ def _memory(L: _Layout, shards, sequence_parallel, attention):
 
 
 def _kernel_flops(M, b_mb, S, t, c, e, sp, attention, mode, precision, dense_layers, moe_layers) -> float:
-    """FLOPs one GPU's kernels execute for one micro-batch through ALL layers and the head (recomputation in)."""
+    """FLOPs one GPU's kernels execute for one micro-batch through ALL layers and the head (recomputation in).
+
+    ``precision``: the recipe's name; its casts count (one multiply per element), except the weights', made
+    once a step (a few FLOPs per weight: under 1e-4 of a step's)."""
     from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     def one(moe):
-        fwd = steptime.layer_kernels(M, b_mb, S, t, c, e, sp, attention, moe=moe, dtype=precision)
-        ks = fwd + steptime.backward_kernels(fwd) + steptime.recompute_kernels(fwd, mode)
+        fwd = steptime.layer_kernels(M, b_mb, S, t, c, e, sp, attention, moe=moe, recipe=precision)
+        ks = fwd + steptime.backward_kernels(fwd, precision) + steptime.recompute_kernels(fwd, mode)
         return sum(k.flops for k in ks)
 
-    head = steptime.head_kernels(M, b_mb, S, t, c, precision)
+    head = steptime.head_kernels(M, b_mb, S, t, c, recipe=precision)
     flops = dense_layers * one(False) + (moe_layers * one(True) if moe_layers else 0.0)
-    return flops + sum(k.flops for k in head + steptime.backward_kernels(head))
+    return flops + sum(k.flops for k in head + steptime.backward_kernels(head, precision))
 
 
 def _warn(result: Plan, acc, t, node, compute, t_mb, dense_layers, moe_layers, p) -> None:
