@@ -4,13 +4,16 @@
 
 Prints, for every run shipped in roofkit/data/published/:
 
-1. the FITTING set (training.json: Megatron-LM Table 1, BLOOM 176B, Llama 3 405B):
-   predicted / published step time for the bound (must be <= 1: a published run
-   faster than the bound is a bug), for the calibrated estimate, and for the
-   calibrated estimate refitted WITHOUT that run (leave-one-out);
+1. the FITTING set (training.json: Megatron-LM Table 1, BLOOM 176B, Llama 3 405B;
+   training_frontier.json: Megatron-Bridge 25.11 and NeMo 24.07 performance tables, FP8,
+   experts, Blackwell): predicted / published step time for the bound (must be <= 1: a
+   published run faster than the bound is a bug), for the calibrated estimate, and for
+   the calibrated estimate refitted WITHOUT that run (leave-one-out); the matmul share
+   is fitted on the dense runs only, the mixtures of experts are predicted;
 2. the HELD-OUT set (training_heldout.json: Narayanan et al. Table 2, Korthikanti et
-   al. Tables 3 and 5, MT-NLG, Megatron-Core's H100 table), which the fit never sees:
-   the same ratios;
+   al. Tables 3 and 5, MT-NLG, Megatron-Core's H100 table; training_frontier_heldout.json:
+   dgxc-benchmarking, DeepSeek-V3's report, torchtitan, Megatron-Core's Mixtral), which
+   the fit never sees: the same ratios, summarised by era, precision and kind;
 3. Llama 3 405B's three Table 4 runs as MFU, published against calibrated, in Meta's
    layout;
 4. the fit with the overlap efficiency freed as well, and what it does to the held-out runs;
@@ -57,6 +60,24 @@ def summary(rows, key, label):
           f"1.25x {within[1.25]}, 1.5x {within[1.5]}")
 
 
+GROUPS = {  # the runs by era and kind: each summarised apart
+    "dense BF16, 2020-2024": lambda r: not r.frontier,
+    "frontier, dense": lambda r: r.frontier and not r.model.moe,
+    "frontier, FP8 and MXFP8": lambda r: r.frontier and r.dtype != "bf16",
+    "frontier, mixtures of experts": lambda r: r.model.moe,
+}
+
+
+def groups(rows):
+    """Bound and calibrated summaries of ``rows``, all together and by group."""
+    summary(rows, "bound", "bound (<= 1 is a bound)")
+    summary(rows, "calibrated", "calibrated")
+    for label, member in GROUPS.items():
+        some = [x for x in rows if member(x["run"])]
+        if some and len(some) < len(rows):
+            summary(some, "calibrated", f"calibrated, {label} ({len(some)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="refit and write data/published/calibration.json")
@@ -64,9 +85,10 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     fitting, held = published.load("fitting"), published.load("held-out")
-    k = calibration.fit(fitting)
+    dense = calibration.dense_fitting_runs()
+    k = calibration.fit(dense)
     shipped = calibration.constants()
-    print(f"fit on {len(fitting)} runs: matmul_efficiency = {k.matmul_efficiency:.3f} "
+    print(f"fit on the {len(dense)} dense runs of the {len(fitting)} fitting runs: matmul_efficiency = {k.matmul_efficiency:.3f} "
           f"(overlap_efficiency {k.overlap_efficiency:g}, per-kernel floor from roofkit.layertime), "
           f"rms log error {k.rms_log_error:.3f}; shipped: {shipped.matmul_efficiency:.3f}")
     if args.write:
@@ -75,16 +97,16 @@ def main() -> None:
         print(f"wrote {path.relative_to(ROOT)}")
         calibration._CACHE.clear()
 
-    loo = {} if args.quick else {x["case"]: x for x in calibration.leave_one_out(fitting)}
+    loo = {} if args.quick else {x["case"]: x for x in calibration.leave_one_out(dense)}
     print("\n== fitting set: predicted / published step time ==")
     print(f"  {'run':<54} {'published':>10} {'bound':>6} {'calib.':>7} {'LOO':>6} {'LOO k':>6}")
     rows = ratios(fitting, k)
     for x in rows:
         o = loo.get(x["case"])
         extra = f" {o['ratio']:6.2f} {o['constants']['matmul_efficiency']:6.3f}" if o else ""
-        print(f"  {x['case'][:54]:<54} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}{extra}")
-    summary(rows, "bound", "bound (<= 1 is a bound)")
-    summary(rows, "calibrated", "calibrated")
+        mark = " (experts: predicted, not fitted)" if x["run"].model.moe else ""
+        print(f"  {x['case'][:54]:<54} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}{extra}{mark}")
+    groups(rows)
     if loo:
         summary([{"r": o["ratio"]} for o in loo.values()], "r", "leave-one-out")
 
@@ -92,8 +114,7 @@ def main() -> None:
     held_rows = ratios(held, k)
     for x in held_rows:
         print(f"  {x['case'][:66]:<66} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}")
-    summary(held_rows, "bound", "bound (<= 1 is a bound)")
-    summary(held_rows, "calibrated", "calibrated")
+    groups(held_rows)
 
     print("\n== Llama 3 405B, Table 4, in Meta's layout: MFU (Meta's FLOP count, as assumed) ==")
     for x in rows:
@@ -104,7 +125,7 @@ def main() -> None:
                   f"({1 / x['calibrated'] - 1:+.1%})  bound {mfu_pub / x['bound']:.1%}")
 
     if not args.quick:
-        both = calibration.fit(fitting, free=("matmul_efficiency", "overlap_efficiency"))
+        both = calibration.fit(dense, free=("matmul_efficiency", "overlap_efficiency"))
         print(f"\n== fit freeing the overlap efficiency too: matmul {both.matmul_efficiency:.3f}, overlap "
               f"{both.overlap_efficiency:.3f}, rms log error {both.rms_log_error:.3f} (vs {k.rms_log_error:.3f}) ==")
         summary(ratios(fitting, both), "calibrated", "fitting set")

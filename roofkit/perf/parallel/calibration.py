@@ -10,7 +10,8 @@ bandwidth nccl-tests measures on each link and NCCL's own latencies
   training step's kernels reach. The maximum-achievable figure comes from the
   best shape of a sweep; a training GEMM has its own shape, and the
   communication kernels beside it take some of the SMs. Fitted on the
-  published runs of ``data/published/training.json``
+  dense runs of the fitting set (``data/published/training.json`` and
+  ``training_frontier.json``; :func:`dense_fitting_runs`)
   (:mod:`roofkit.parallel.published`).
 * ``overlap_efficiency``: the share of the communication that can hide
   behind compute that does hide. It is NOT fitted by default, and stays at 1:
@@ -36,7 +37,7 @@ from ...errors import InvalidValue
 from .constants import _CACHE, RANGES, Constants, constants  # noqa: F401 (_CACHE: benchmarks/published_runs.py)
 from .published import load, predict, published_step_s
 
-__all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "RANGES", "FREE"]
+__all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "dense_fitting_runs", "RANGES", "FREE"]
 
 FREE = ("matmul_efficiency",)  # what the default fit frees (see the module's docstring)
 
@@ -75,7 +76,7 @@ def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
     (default: ``matmul_efficiency`` alone); the others stay at 1. Coordinate
     descent, a golden-section search per constant, ``rounds`` times.
     """
-    runs = load("fitting") if runs is None else list(runs)
+    runs = dense_fitting_runs() if runs is None else list(runs)
     if not runs:
         raise InvalidValue("fit needs at least one published run.")
     unknown = [f for f in free if f not in RANGES]
@@ -91,12 +92,22 @@ def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
     rms = math.sqrt(sum(e * e for e in errors) / len(errors))
     return Constants(**values, fitted_on=len(runs), rms_log_error=rms,
                      source=f"{', '.join(free)} fitted on {len(runs)} published runs "
-                            "(roofkit/data/published/training.json)")
+                            f"(roofkit/data/published/: {', '.join(sorted({r.file for r in runs}))})")
+
+
+def dense_fitting_runs() -> list:
+    """The runs the matmul share is fitted on: the fitting set's dense models (BF16 and FP8).
+
+    A mixture of experts adds unknowns of its own (how its grouped GEMMs and token
+    permutations run, how balanced its routing is), which would leak into the matmul
+    share; its runs are predicted, not fitted on, and reported apart.
+    """
+    return [r for r in load("fitting") if not r.model.moe]
 
 
 def leave_one_out(runs=None, free=FREE) -> list[dict]:
     """Refit without each run in turn and predict it: {case, constants, ratio (predicted / published)}."""
-    runs = load("fitting") if runs is None else list(runs)
+    runs = dense_fitting_runs() if runs is None else list(runs)
     rows = []
     for i, run in enumerate(runs):
         k = fit(runs[:i] + runs[i + 1:], free)

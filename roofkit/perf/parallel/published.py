@@ -1,12 +1,18 @@
 """Published training runs: what real systems measured, in roofkit's terms, to check the step model against.
 
-Two sets ship with roofkit (``data/published/``, with their README):
+Two sets ship with roofkit (``data/published/``, with their README), each in two
+files, the dense BF16 runs of 2020-2024 and the frontier runs of 2024-2025 (FP8,
+mixtures of experts, Blackwell):
 
-* ``training.json``: the runs the calibrated constants are fitted on
-  (Megatron-LM's Table 1, BLOOM 176B, Llama 3 405B's Table 4);
-* ``training_heldout.json``: runs the fit never sees (Narayanan et al.'s
-  Table 2 with ZeRO-3, Korthikanti et al.'s Tables 3 and 5, MT-NLG 530B,
-  Megatron-Core's H100 weak-scaling table).
+* the fitting set, ``training.json`` (Megatron-LM's Table 1, BLOOM 176B, Llama 3
+  405B's Table 4) and ``training_frontier.json`` (Megatron-Bridge 25.11's and
+  NeMo 24.07's performance tables): the calibrated matmul share is fitted on its
+  dense runs (:func:`roofkit.parallel.calibration.dense_fitting_runs`);
+* the held-out set, runs the fit never sees: ``training_heldout.json``
+  (Narayanan et al.'s Table 2 with ZeRO-3, Korthikanti et al.'s Tables 3 and 5,
+  MT-NLG 530B, Megatron-Core's H100 weak-scaling table) and
+  ``training_frontier_heldout.json`` (NVIDIA's dgxc-benchmarking, DeepSeek-V3's
+  report, torchtitan's H100 benchmarks, Megatron-Core's Mixtral figure).
 
 Each run gives the model, the accelerator, the layout, the batch and what was
 published: a step time, or a FLOP rate or MFU with the source's own FLOP count
@@ -15,8 +21,8 @@ published: a step time, or a FLOP rate or MFU with the source's own FLOP count
 assumes (attention kernels, overlap, interleaving), each with its reason.
 
     >>> runs = load()
-    >>> len(runs), runs[0].case
-    (14, 'Megatron-LM Table 1 1.7B on 32 A100')
+    >>> len(runs), runs[0].case, sum(r.frontier for r in runs)
+    (42, 'Megatron-LM Table 1 1.7B on 32 A100', 28)
     >>> round(published_step_s(runs[11]), 2)           # Llama 3 405B on 8,192 H100s, from 430 TFLOP/s per GPU
     12.08
 """
@@ -29,11 +35,14 @@ from importlib import resources
 
 from ...catalogs import models
 from ...errors import InvalidValue
+from .. import recipe as recipes
 from .plan import plan
 
 __all__ = ["Run", "SETS", "load", "published_step_s", "plan_args", "predict", "flops_per_step", "compare"]
 
-SETS = {"fitting": "training.json", "held-out": "training_heldout.json"}
+# each set: the dense BF16 runs of 2020-2024, then the frontier runs of 2024-2025 (FP8, experts, Blackwell)
+SETS = {"fitting": ("training.json", "training_frontier.json"),
+        "held-out": ("training_heldout.json", "training_frontier_heldout.json")}
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,14 @@ class Run:
     published_step: float | None = None
     assumed: dict = field(default_factory=dict)
     held_out: bool = False
+    dtype: str = "bf16"  # the precision the source trained in ('fp8', 'mxfp8', ...)
+    fp8_recipe: str | None = None  # its scaling as the source names it ('delayed', 'current', 'blockwise', ...)
+    file: str = ""  # the data file it comes from
+
+    @property
+    def frontier(self) -> bool:
+        """A run of 2024-2025 (FP8, experts, Blackwell), from the frontier files."""
+        return "frontier" in self.file
 
     def to_dict(self) -> dict:
         return {"case": self.case, "model": self.model.key, "hw": self.hw, "gpus": self.gpus, "flags": self.flags,
@@ -65,15 +82,18 @@ def load(which: str = "fitting") -> list[Run]:
         return load("fitting") + load("held-out")
     if which not in SETS:
         raise InvalidValue(f"which must be one of {', '.join([*SETS, 'all'])}; got {which!r}.")
-    text = resources.files("roofkit").joinpath(f"data/published/{SETS[which]}").read_text(encoding="utf-8")
     out = []
-    for row in json.loads(text):
-        model = row["model"]
-        M = models.get(model) if isinstance(model, str) else models.from_table(model, source=row["source"])
-        out.append(Run(case=row["case"], model=M, hw=row["hw"], gpus=int(row["gpus"]), flags=dict(row["flags"]),
-                       tokens=float(row["tokens"]), seq=int(row["seq"]), published=row["published"],
-                       source=row["source"], published_step=row.get("published_step_s"),
-                       assumed=dict(row.get("roofkit", {})), held_out=which == "held-out"))
+    for name in SETS[which]:
+        text = resources.files("roofkit").joinpath(f"data/published/{name}").read_text(encoding="utf-8")
+        for row in json.loads(text):
+            model = row["model"]
+            M = models.get(model) if isinstance(model, str) else models.from_table(model, source=row["source"])
+            out.append(Run(case=row["case"], model=M, hw=row["hw"], gpus=int(row["gpus"]),
+                           flags=dict(row["flags"]), tokens=float(row["tokens"]), seq=int(row["seq"]),
+                           published=row["published"], source=row["source"],
+                           published_step=row.get("published_step_s"), assumed=dict(row.get("roofkit", {})),
+                           held_out=which == "held-out", dtype=row.get("dtype", "bf16"),
+                           fp8_recipe=row.get("fp8_recipe"), file=name))
     return out
 
 
@@ -131,18 +151,27 @@ def plan_args(run: Run) -> dict:
                                                                                    f.get("sequence_parallel", False))),
                 attention=a.get("attention", "flash"), overlap=bool(a.get("overlap", True)),
                 tp_overlap=bool(a.get("tp_overlap", False)), p2p_overlap=bool(a.get("p2p_overlap", True)),
-                policy=a.get("policy"), inter=a.get("inter"), gather_api=a.get("gather_api", "flat"))
+                policy=a.get("policy"), inter=a.get("inter"), gather_api=a.get("gather_api", "flat"),
+                recipe=recipes.from_run(run.dtype, run.fp8_recipe).name)
+    if run.model.moe:  # the experts' layout and dispatch, where the source gives them (roofkit.parallel.experts)
+        args |= dict(ep=int(f.get("ep", 1)), etp=int(f["etp"]) if "etp" in f else None,
+                     max_nodes_per_token=a.get("max_nodes_per_token"),
+                     dispatch_dtype=a.get("dispatch_dtype", "bf16"), dispatcher=a.get("dispatcher", "alltoall"),
+                     moe_imbalance=a.get("moe_imbalance"))
     if a.get("recompute") == "least-that-fits":
         for mode in ("none", "selective", "full"):
             args["recompute"] = mode
-            if plan(**args).fits is not False:
+            if plan(**{k: v for k, v in args.items() if k != "moe_imbalance"}).fits is not False:
                 break
     return args
 
 
 def predict(run: Run, calibrated: bool = False, constants=None):
     """roofkit's plan of the run: the bound (default) or the calibrated estimate."""
-    return plan(**plan_args(run), calibrated=calibrated, constants=constants)
+    args = plan_args(run)
+    if not calibrated:  # the bound's experts are balanced; a run's imbalance is the estimate's
+        args.pop("moe_imbalance", None)
+    return plan(**args, calibrated=calibrated, constants=constants)
 
 
 def compare(which: str = "all", constants=None) -> list[dict]:
