@@ -71,6 +71,7 @@ from ..errors import InvalidValue
 from .roofline import time_bounds
 
 __all__ = ["Kernel", "Calibration", "LayerTime", "OpTime", "kernels", "predict", "predict_case", "calibrate",
+           "achievable_bandwidth",
            "default_calibration", "fit_floor", "leave_one_out", "compare", "gemm_bandwidth_check",
            "attention_rate"]
 
@@ -309,6 +310,22 @@ def default_calibration() -> Calibration:
     if not _DEFAULT:
         _DEFAULT.append(calibrate())
     return _DEFAULT[0]
+
+
+def achievable_bandwidth(acc) -> tuple[float, str]:
+    """The bandwidth an estimate reads memory at on ``acc`` (bytes/s), and where it comes from.
+
+    The catalog's achievable (measured) copy bandwidth where one is published; else the
+    datasheet's times the share a copy reaches on the H200 measured with roofkit
+    (:func:`default_calibration`): HBM parts reach a similar share of their datasheet rate.
+    """
+    if acc.has_achievable("bandwidth"):
+        return acc.memory_bandwidth(achievable=True), "its achievable bandwidth"
+    cal = default_calibration()
+    measured = hardware.get(cal.catalog)
+    share = cal.bandwidth / measured.memory_bandwidth()
+    return (acc.memory_bandwidth() * share,
+            f"its datasheet bandwidth x {share:.2f} (a copy's share on the measured {measured.name})")
 
 
 # --- predictions --------------------------------------------------------------------------------------

@@ -107,8 +107,9 @@ def activation_dtype(dtype, calibrated: bool) -> str:
 def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | None = None) -> Roofs:
     """The roofs of ``hw`` for math in ``dtype``: the datasheet's (bound), or its achievable figures (calibrated).
 
-    Calibrated needs the catalog's achievable matmul rate in ``dtype`` and its
-    achievable bandwidth (:class:`roofkit.hardware.NoAchievableFigure` names what is missing).
+    Calibrated needs the catalog's achievable matmul rate in ``dtype``
+    (:class:`roofkit.hardware.NoAchievableFigure` names what is missing); memory runs at
+    :func:`roofkit.layertime.achievable_bandwidth`.
     """
     acc = hardware.get(hw)
     key = dtypes.canonical(dtype)
@@ -117,7 +118,7 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
             raise InvalidValue("an engine calibration is used only with calibrated=True.")
         return Roofs(acc.peak(key), acc.memory_bandwidth())
     cal = calibration or default()
-    return Roofs(acc.peak(key, achievable=True), acc.memory_bandwidth(achievable=True), cal.floor_s, cal.step_s,
+    return Roofs(acc.peak(key, achievable=True), layertime.achievable_bandwidth(acc)[0], cal.floor_s, cal.step_s,
                  overlap=False, calibrated=True, engine=cal.engine)
 
 
