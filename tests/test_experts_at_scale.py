@@ -1,5 +1,8 @@
 """Experts at scale: EP folded over TP x CP x DP with an ETP degree, each GPU dispatching its own tokens, node-limited
-two-stage dispatch in FP8, grouped GEMMs at few tokens per expert, interleaved MoE layers and multi-token prediction.
+two-stage dispatch in FP8, grouped GEMMs at few tokens per expert, interleaved MoE layers and multi-token prediction;
+in the step: the grouped GEMMs and the imbalance in the calibrated compute, the experts' gradients and optimizer over
+the expert-data-parallel ranks, the MTP module's projection and head pass, an MoE layer's TP traffic, and serving
+Llama 4 Maverick's interleaved layers.
 
 Every figure is checked against a published number (DeepSeek-V3's report and README, Llama 4 Maverick's model card,
 DeepGEMM's README) or against arithmetic done here, independently of roofkit's formulas (a Monte Carlo of random
@@ -19,6 +22,7 @@ from roofkit.catalogs import models
 from roofkit.errors import InvalidValue
 from roofkit.perf import steptime
 from roofkit.perf.parallel import experts
+from roofkit.perf.parallel.plan import MFU_CONVENTION
 
 from helpers import run
 
@@ -263,3 +267,169 @@ def test_deepseek_v3_as_its_report_lays_it_out_from_the_command_line(capsys):
     assert code == 0 and (data["ep"], data["etp"], data["expert_dp"]) == (64, 1, 2)
     assert (data["max_nodes_per_token"], data["dispatch_dtype"], data["dispatcher"]) == (4, "fp8", "deepep")
     assert data["constants"]["moe_imbalance"] == 1.1 and "experts" in data["communication"]["ep"]
+
+
+# --- 8. the grouped GEMMs and the imbalance in the calibrated compute -------------------------------------------
+
+
+def test_the_calibrated_compute_runs_the_expert_gemms_as_grouped_gemms_on_the_busiest_gpu():
+    # Qwen3-30B-A3B on one node, one 1,024-token sequence a GPU, EP 8: 1,024 x 8 rows over 16 local experts, 512 an
+    # expert, where DeepGEMM's grouped GEMMs reach about 80% of their large-M rate
+    base = dict(model="qwen3-30b-a3b", hw="h100", gpus=8, global_batch_tokens=8 * 1024, seq=1024, ep=8, etp=1,
+                zero=1, calibrated=True)
+    even, busy = parallel.plan(**base), parallel.plan(**base, moe_imbalance=1.5)
+    r = steptime.Roofs(**even.roofs)
+    fwd = steptime.layer_kernels("qwen3-30b-a3b", 1, 1024, ep=8, moe=True)
+    gemms = [k for k in fwd + steptime.backward_kernels(fwd) if k.op == "experts" and k.kind == "gemm"]
+    share = (1040 / 1346 + 916 / 1214) / 2  # DeepGEMM README at M = 512, each shape over its own best
+    assert experts.grouped_gemm_share(512) == pytest.approx(share)
+    work = sum(max(k.flops / (r.peak_flops * share), k.bytes / r.bandwidth) for k in gemms)
+    assert work > sum(max(k.flops / r.peak_flops, k.bytes / r.bandwidth) for k in gemms)  # compute-bound: slower
+    # the busiest GPU does 1.5 x the mean's work on each of the 48 MoE layers, forward and backward
+    assert busy.compute_s - even.compute_s == pytest.approx(0.5 * work * 48 * even.microbatches)
+    # the bound: the datasheet roof and a perfect balance, whatever the imbalance given to steptime
+    bound = steptime.roofs("h100")
+    t = steptime.microbatch("qwen3-30b-a3b", "h100", 1, 1024, ep=8, imbalance=1.5)
+    assert t.moe_forward_s == pytest.approx(steptime.kernels_time(fwd, bound))
+    with pytest.raises(InvalidValue, match="imbalance is the busiest expert GPU's tokens over the mean, at least 1"):
+        steptime.microbatch("qwen3-30b-a3b", "h100", 1, 1024, ep=8, calibrated=True, imbalance=0.8)
+
+
+def test_recomputed_expert_gemms_run_as_grouped_gemms_too():
+    args = ("qwen3-30b-a3b", "h100", 1, 1024)
+    even = steptime.microbatch(*args, ep=8, calibrated=True, recompute="full")
+    busy = steptime.microbatch(*args, ep=8, calibrated=True, recompute="full", imbalance=2.0)
+    r = even.roofs
+    fwd = steptime.layer_kernels("qwen3-30b-a3b", 1, 1024, ep=8, moe=True)
+    share = experts.grouped_gemm_share(512)
+    work = sum(max(k.flops / (r.peak_flops * share), k.bytes / r.bandwidth) for k in fwd
+               if k.op == "experts" and k.kind == "gemm")
+    assert busy.moe_recompute_s - even.moe_recompute_s == pytest.approx(work)
+
+
+# --- 9. the experts' gradients and optimizer over the expert-data-parallel ranks --------------------------------
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group():
+    # DeepSeek-V3 on 2,048 GPUs: each stage's 128 DP ranks reduce the dense gradients; the routed experts' only
+    # over EDP = 128 / 64 = 2 ranks, 64 apart (one in each of two nodes), as Megatron-Core's expert buffers do
+    p = parallel.plan(**DEEPSEEK)
+    m = models.get("deepseek-v3")
+    routed = (58 + 1) * 256 * 3 * 7168 * 2048
+    dense = m.params + m.mtp_params - routed
+    dp, edp = p.communication["dp"], p.communication["expert-dp"]
+    assert (dp["group"], edp["group"]) == (128, 2)
+    assert dp["bytes_per_call"] == pytest.approx(2 * dense / 16)
+    assert edp["bytes_per_call"] == pytest.approx(2 * routed / 64 / 16)
+    assert edp["level"] == "inter" and p.communication["expert-zero"]["group"] == 2
+    # Adam (30 bytes a parameter) over this GPU's shard: the dense weights' 1/128, the experts' 1/2
+    bandwidth = steptime.roofs("h100").bandwidth
+    expected = (dense / 16 / 128 + routed / 64 / 16 / 2) * 30 / bandwidth
+    assert p.optimizer_s == pytest.approx(expected)
+    # the same shards as the memory's optimizer states (12 bytes a parameter: master weight and two moments)
+    assert p.optimizer_s * bandwidth / 30 == pytest.approx(p.memory["optimizer"] / 12)
+
+
+def test_experts_held_by_one_rank_need_no_gradient_reduction():
+    # Qwen3-235B on 256 H100 (Megatron-Bridge's layout): TP 2 x DP 16 = 32 GPUs a stage, EP 32 x ETP 1: EDP 1
+    q = parallel.plan("qwen3-235b-a22b", "h100", 256, 8388608, 4096, tp=2, pp=8, ep=32, etp=1, zero=1,
+                      microbatches=128, sequence_parallel=True)
+    assert q.expert_dp == 1 and "expert-dp" not in q.communication and q.communication["dp"]["group"] == 16
+    dense, routed = parallel.layer_params("qwen3-235b-a22b", tp=2, ep=32, etp=1)
+    assert q.optimizer_s == pytest.approx((dense / 8 / 16 + routed / 8) * 30 / steptime.roofs("h100").bandwidth)
+
+
+# --- 10. the multi-token prediction module in the step ----------------------------------------------------------
+
+
+def _without_mtp(m):
+    return models.from_table({**{f: getattr(m, f) for f in (
+        "layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "q_lora_rank", "kv_lora_rank",
+        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "experts", "experts_per_token", "shared_experts",
+        "moe_d_ff", "dense_layers")}, "mtp_layers": 0})
+
+
+def test_mtp_counts_in_the_model_flops_as_megatron_core_counts_it():
+    # Megatron-Core's num_floating_point_operations adds, per token and MTP layer, 3 x 2 x (3 h + 2 h^2) for the
+    # norms and the projection, 3 x 2 x h V for the second logits, and one more layer (here an MoE one)
+    m = models.get("deepseek-v3")
+    h, V, S, tokens = 7168, 129280, 4096, 15360 * 4096
+    with_mtp, plain = parallel.plan(**DEEPSEEK), parallel.plan(**dict(DEEPSEEK, model=_without_mtp(m)))
+    # the block, from the report's shapes (section 2.1 and 4.2): latent attention (query rank 1,536, KV rank 512,
+    # 128 heads of 128 + 64 for the queries and keys, 128 for the values), 8 routed and 1 shared expert 2,048 wide,
+    # the router's 256 rows, the norms
+    mla = h * 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 * 128 * 256 + 128 * 128 * h
+    block = mla + (8 + 1) * 3 * h * 2048 + 256 * h + 2 * h + 1536 + 512
+    attention = 12 * 128 * (192 + 128) / 2 * (S + 1) / 2  # QK^T and PV, forward and backward, under the mask
+    per_token = 6 * (3 * h + 2 * h * h) + 6 * h * V + 6 * block + attention
+    assert with_mtp.model_flops - plain.model_flops == pytest.approx(per_token * tokens, rel=1e-9)
+    assert "multi-token prediction" in MFU_CONVENTION
+
+
+def test_mtp_adds_its_projection_and_a_second_head_pass_to_the_compute():
+    m = models.get("deepseek-v3")
+    ks = steptime.mtp_kernels(m, 1, 4096)
+    gemm = {k.name: k.flops for k in ks if k.kind == "gemm"}
+    assert gemm == {"mtp.proj": pytest.approx(2 * 4096 * 2 * 7168 * 7168),  # [T, 2d] x [2d, d]
+                    "lm_head": pytest.approx(2 * 4096 * 7168 * 129280)}  # the shared head, again
+    p = parallel.plan(**DEEPSEEK)
+    t = steptime.microbatch(m, "h100", 1, 4096, ep=64, sequence_parallel=False)  # the plan's micro-batch
+    assert t.mtp_forward_s == pytest.approx(steptime.kernels_time(ks, steptime.roofs("h100")))
+    assert t.mtp_backward_s > 2 * t.head_forward_s  # the head's backward is twice its GEMM, and more
+    plain = parallel.plan(**dict(DEEPSEEK, model=_without_mtp(m)))
+    # one more MoE layer and the module's projection and head pass, per micro-batch, on 1/16 of the stages' time
+    per_mb = t.moe_layer_s + t.mtp_s
+    assert p.compute_s - plain.compute_s == pytest.approx(per_mb * p.microbatches / 16, rel=1e-9)
+    assert p.hardware_flops > plain.hardware_flops and p.model_flops <= p.hardware_flops
+
+
+# --- 11. TP traffic of MoE layers --------------------------------------------------------------------------------
+
+
+def test_an_moe_layer_pays_attention_s_tp_pair_only():
+    # Qwen3-235B, TP 4 with SP: every layer is an MoE layer; the MLP's all-gather and reduce-scatter are the
+    # dispatcher's (none with ETP 1; over ETP with ETP 4, charged as 'etp'), so TP carries attention's pair:
+    # forward and backward, 94 layers over 8 stages
+    whole_experts = parallel.plan(**QWEN_FOLDED)
+    tp = whole_experts.communication["tp"]
+    assert tp["calls"] == pytest.approx(2 * 94 / 8 * whole_experts.microbatches)
+    assert tp["bytes_per_call"] == pytest.approx(4 * 4096 * 4096 * 2 / 4)  # a micro-batch's [b s, d] in BF16
+    split = parallel.plan(**dict(QWEN_FOLDED, ep=8, etp=4))
+    assert split.communication["tp"]["calls"] == tp["calls"] and "etp" in split.communication
+    # a dense model keeps two pairs a layer
+    dense = parallel.plan("llama-3-70b", "h100", 64, 2**20, 8192, tp=4, pp=2, sequence_parallel=True)
+    assert dense.communication["tp"]["calls"] == pytest.approx(2 * 2 * 80 / 2 * dense.microbatches)
+
+
+def test_shared_experts_add_their_tp_pair_in_the_estimate_only():
+    # Llama 4 Maverick: 24 dense and 24 MoE layers with a shared expert, which Megatron-Core runs as a TP-split MLP
+    args = dict(model="llama-4-maverick", hw="h100", gpus=256, global_batch_tokens=512 * 8192, seq=8192, tp=4, pp=4,
+                ep=16, etp=1, zero=1, sequence_parallel=True)
+    bound, estimate = parallel.plan(**args), parallel.plan(**args, calibrated=True)
+    m = bound.microbatches
+    assert bound.communication["tp"]["calls"] == pytest.approx((2 * 24 + 1 * 24) * 2 / 4 * m)
+    assert estimate.communication["tp"]["calls"] == pytest.approx((2 * 24 + 2 * 24) * 2 / 4 * m)
+
+
+# --- 12. serving an interleaved mixture -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_maverick_serves_24_dense_and_24_moe_layers(calibrated):
+    import dataclasses
+
+    from roofkit.perf.inference import latency
+
+    m = models.get("llama-4-maverick")
+    assert (m.layers, m.moe_layers) == (48, 24)
+    args = dict(batch=64, context=4096, gpus=8, calibrated=calibrated)
+    step = latency.decode_step(m, "h100", **args)
+    # the same shapes with every layer dense (d_ff 16,384), or every layer a mixture (128 experts + 1 shared)
+    dense = dataclasses.replace(m, experts=0, experts_per_token=0, shared_experts=0, moe_d_ff=None, moe_layer_freq=1)
+    mixture = dataclasses.replace(m, moe_layer_freq=1)
+    dense_s = latency.decode_step(dense, "h100", **args).layers_s / 48
+    moe_s = latency.decode_step(mixture, "h100", **args).layers_s / 48
+    assert step.layer.time_s == pytest.approx(moe_s)
+    assert step.layers_s == pytest.approx(24 * dense_s + 24 * moe_s)
+    if calibrated:  # a balanced router reads many experts' weights: the MoE layers cost more than the dense ones
+        assert moe_s > dense_s

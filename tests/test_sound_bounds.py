@@ -19,6 +19,14 @@ LAYOUTS = [
     ("llama-3-8b", "h100", 64, 4 * 2**20, 8192, dict(tp=1, pp=1, zero=3)),
     ("gpt-3-175b", "a100", 1024, 1536 * 2048, 2048, dict(tp=8, pp=16, virtual_stages=3, recompute="full")),
     ("llama-3-8b", "h100", 8, 2**20, 131072, dict(tp=8, sequence_parallel=True)),
+    # experts at scale: DeepSeek-V3 as its report trained it (FP8 blockwise, MTP, node-limited FP8 dispatch), Qwen3
+    # with TP 2 and whole experts (ETP 1), Llama 4 Maverick's shared experts under TP
+    ("deepseek-v3", "h800", 2048, 15360 * 4096, 4096, dict(pp=16, ep=64, etp=1, zero=1, recipe="fp8-blockwise",
+                                                           max_nodes_per_token=4, dispatch_dtype="fp8")),
+    ("qwen3-235b-a22b", "h100", 256, 8388608, 4096, dict(tp=2, pp=8, ep=32, etp=1, zero=1, microbatches=128,
+                                                         virtual_stages=4, sequence_parallel=True, dtype="fp8")),
+    ("llama-4-maverick", "h100", 256, 512 * 8192, 8192, dict(tp=4, pp=4, ep=16, etp=1, zero=1,
+                                                             sequence_parallel=True)),
 ]
 
 

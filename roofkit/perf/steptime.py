@@ -74,7 +74,7 @@ from ..errors import InvalidValue
 from ..units import positive, whole
 
 __all__ = ["ATTENTION", "RECOMPUTE", "ADAM_BYTES_PER_PARAM", "BACKWARD_GEMM", "BACKWARD_FLASH", "Roofs", "roofs",
-           "shard", "layer_kernels", "backward_kernels", "recompute_kernels", "head_kernels", "cast_kernels",
+           "shard", "layer_kernels", "backward_kernels", "recompute_kernels", "head_kernels", "mtp_kernels", "cast_kernels",
            "weight_cast_kernels", "kernel_time", "kernels_time", "MicrobatchTime", "microbatch", "optimizer_s",
            "recompute_mode", "compare_training"]
 
@@ -189,13 +189,7 @@ def roofs(hw, dtype="bf16", calibrated=False, matmul_efficiency=1.0, floor_s=Non
     share = positive(matmul_efficiency, "matmul_efficiency")
     peak = acc.peak(key, achievable=True) * share
     peaks = {p: acc.peak(p, achievable=True) * share for p in others}
-    if acc.has_achievable("bandwidth"):
-        bandwidth, where = acc.memory_bandwidth(achievable=True), "its achievable bandwidth"
-    else:
-        measured = hardware.get(cal.catalog)
-        share = cal.bandwidth / measured.memory_bandwidth()
-        bandwidth = acc.memory_bandwidth() * share
-        where = f"its datasheet bandwidth x {share:.2f} (a copy's share on the measured {measured.name})"
+    bandwidth, where = layertime.achievable_bandwidth(acc)
     floor = cal.floor_s if floor_s is None else float(floor_s)
     rates = "rate" if not others else f"rates ({', '.join([key, *others])})"
     return Roofs(peak, bandwidth, floor, True,
@@ -614,6 +608,35 @@ def head_kernels(model, batch, seq, tp=1, cp=1, dtype="bf16", recipe=None) -> li
     return ks if rec.uniform else _with_recipe(ks, rec, {"lm_head": shape}, 0.0)
 
 
+def mtp_kernels(model, batch, seq, tp=1, cp=1, sequence_parallel=True, dtype="bf16", recipe=None
+                ) -> list[layertime.Kernel]:
+    """The forward kernels of one multi-token prediction module besides its Transformer block, which runs as one
+    more layer of the model (DeepSeek-V3, arXiv:2412.19437, section 2.2): the RMSNorms of the previous depth's
+    hidden state and of the next token's embedding, their concatenation projected from 2d to d (``M_k``,
+    split over the TP ranks by output column as Megatron-Core's ``eh_proj``, a column-parallel linear layer in
+    megatron/core/transformer/multi_token_prediction.py), and a second pass through the output head shared with
+    the model, with its cross-entropy (:func:`head_kernels`). None for a model without such modules.
+
+        >>> [k.name for k in mtp_kernels("deepseek-v3", 1, 4096)]
+        ['mtp.norm_h', 'mtp.norm_emb', 'mtp.proj', 'final_norm', 'lm_head', 'cross_entropy']
+        >>> mtp_kernels("llama-3-8b", 1, 4096)
+        []
+    """
+    M = models.get(model)
+    if not M.mtp_layers:
+        return []
+    rec = _recipe(dtype, recipe)
+    b = dtypes.bytes_per_element(rec.base)
+    t, c = whole(tp, "tp"), whole(cp, "cp")
+    T = positive(batch, "batch") * whole(seq, "seq") / c
+    rows = T / (t if sequence_parallel else 1)  # the norms run on this rank's tokens, as a layer's do
+    shape = (T, math.ceil(M.d_model / t), 2 * M.d_model, 1)
+    ks = [_kernel(f"mtp.norm_{x}", "mtp", formulas.rmsnorm(rows, M.d_model, b), "norm") for x in ("h", "emb")]
+    ks.append(_gemm_kernel("mtp.proj", "mtp", shape, b))
+    ks = ks if rec.uniform else _with_recipe(ks, rec, {"mtp.proj": shape}, 0.0)
+    return ks + head_kernels(M, batch, seq, tp, cp, dtype, recipe=rec)
+
+
 def optimizer_s(params, hw, calibrated=False) -> float:
     """Seconds of one Adam step over ``params`` parameters at the HBM bandwidth (datasheet or achievable)."""
     r = roofs(hw, calibrated=calibrated)
@@ -643,6 +666,11 @@ class MicrobatchTime:
     moe_weight_cast_s: float = 0.0
     head_weight_cast_s: float = 0.0
     recipe: str | None = None  # the precision recipe's name (roofkit.perf.recipe)
+    # one multi-token prediction module's projection and second pass through the head (mtp_kernels), forward and
+    # backward; its Transformer block is one more layer (DeepSeek-V3's: an MoE layer), timed as the others
+    mtp_forward_s: float = 0.0
+    mtp_backward_s: float = 0.0
+    mtp_weight_cast_s: float = 0.0  # its projection's weight cast, once a step (the head's is head_weight_cast_s)
 
     @property
     def layer_s(self) -> float:
@@ -657,30 +685,48 @@ class MicrobatchTime:
     def head_s(self) -> float:
         return self.head_forward_s + self.head_backward_s
 
+    @property
+    def mtp_s(self) -> float:
+        """One multi-token prediction module's projection and head pass: forward and backward."""
+        return self.mtp_forward_s + self.mtp_backward_s
+
     def to_dict(self) -> dict:
-        return asdict(self) | {"layer_s": self.layer_s, "moe_layer_s": self.moe_layer_s, "head_s": self.head_s}
+        return asdict(self) | {"layer_s": self.layer_s, "moe_layer_s": self.moe_layer_s, "head_s": self.head_s,
+                               "mtp_s": self.mtp_s}
 
 
 def microbatch(model, hw, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, attention="flash",
                recompute="none", calibrated=False, dtype="bf16", matmul_efficiency=1.0,
-               roofs_: Roofs | None = None, recipe=None) -> MicrobatchTime:
+               roofs_: Roofs | None = None, recipe=None, imbalance=1.0) -> MicrobatchTime:
     """Time of one micro-batch of ``batch`` sequences through one layer and the head, on one GPU of ``hw``.
 
     Forward, backward and recomputation (``recompute``: 'none', 'selective',
     'full') of one layer's share (:func:`layer_kernels`), each kernel at the
     roofline of :func:`roofs` (bound) or with the floor and the achievable roofs
     (``calibrated``), in its precision under ``recipe`` (default: ``dtype``'s);
-    the weights' casts apart, once a step (:func:`weight_cast_kernels`).
+    the weights' casts apart, once a step (:func:`weight_cast_kernels`). An MoE
+    layer's expert GEMMs, forward, backward and recomputed, run as
+    :func:`grouped_gemm_time` runs them: calibrated, at the grouped-GEMM share of
+    the matmul rate for their rows per expert, the busiest GPU doing ``imbalance``
+    (at least 1) x the mean's work; the bound at the datasheet roof, balanced. A
+    model with multi-token prediction modules also gets one module's projection and
+    second head pass (:func:`mtp_kernels`).
     """
     M = models.get(model)
     rcp = _recipe(dtype, recipe)
     r = roofs_ or roofs(hw, dtype, calibrated, matmul_efficiency, recipe=rcp)
     mode = recompute_mode(recompute)
+    busiest = positive(imbalance, "imbalance")
+    if busiest < 1:
+        raise InvalidValue(f"imbalance is the busiest expert GPU's tokens over the mean, at least 1; got {imbalance!r}.")
     args = (M, batch, seq, tp, cp, ep, sequence_parallel, attention)
 
     def passes(moe: bool):
         fwd = layer_kernels(*args, moe=moe, dtype=dtype, recipe=rcp)
         return fwd, backward_kernels(fwd, rcp), recompute_kernels(fwd, mode)
+
+    def experts_time(ks) -> float:
+        return sum(grouped_gemm_time(k, r, busiest) for k in ks)
 
     fwd, bwd, rec = passes(False)
     attention_s = kernels_time([k for k in fwd if k.op == "attn"], r)
@@ -689,13 +735,16 @@ def microbatch(model, hw, batch, seq, tp=1, cp=1, ep=1, sequence_parallel=True, 
     casts = {"weight_cast_s": kernels_time(weight_cast_kernels(fwd, rcp), r)}
     if M.moe:
         mf, mb, mr = passes(True)
-        moe = (kernels_time(mf, r), kernels_time(mb, r), kernels_time(mr, r))
+        moe = (experts_time(mf), experts_time(mb), experts_time(mr))
         casts["moe_weight_cast_s"] = kernels_time(weight_cast_kernels(mf, rcp), r)
     head = head_kernels(M, batch, seq, tp, cp, dtype, recipe=rcp)
     casts["head_weight_cast_s"] = kernels_time(weight_cast_kernels(head, rcp), r)
+    mtp = mtp_kernels(M, batch, seq, tp, cp, sequence_parallel, dtype, recipe=rcp)
+    extra = {"mtp_forward_s": kernels_time(mtp, r), "mtp_backward_s": kernels_time(backward_kernels(mtp, rcp), r),
+             "mtp_weight_cast_s": kernels_time(weight_cast_kernels([k for k in mtp if k.op == "mtp"], rcp), r)}
     return MicrobatchTime(kernels_time(fwd, r), kernels_time(bwd, r), kernels_time(rec, r), *moe,
                           kernels_time(head, r), kernels_time(backward_kernels(head, rcp), r), attention_s, n, r,
-                          **casts, recipe=rcp.name)
+                          **casts, recipe=rcp.name, **extra)
 
 
 def compare_training(dataset=None) -> list[dict]:

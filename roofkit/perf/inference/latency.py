@@ -240,7 +240,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
             None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight,
             None if kv == act else kv, r)
     layer = dataclasses.replace(_layer(*args), accelerator=acc.key)
-    dense = m.dense_layers if m.moe else 0  # a mixture's first layers keep a dense MLP
+    dense = m.layers - m.moe_layers if m.moe else 0  # a mixture's layers without experts (Maverick's: every other)
     dense_s = _layer(*args, dense=True).time_s if dense else 0.0
     rows = (B * n + share) / micro  # the output layer: every new token of a decoding sequence, each prompt's last
     head = formulas.gemm(rows, m.vocab / lay.tp, m.d_model, act, dtypes.bytes_per_element(weights.other_dtype(fmt)))

@@ -30,7 +30,8 @@ class Constants:
     rms_log_error: float | None = None
     source: str = "bound: every share at 1"
     # the busiest expert GPU's tokens over the mean (1.0: perfectly balanced, the bound); calibrated, it scales
-    # the experts' all-to-alls (roofkit.parallel.experts); until fitted on a published MoE run it stays 1.0
+    # the experts' all-to-alls and grouped GEMMs (roofkit.parallel.experts, roofkit.steptime); the published
+    # fitting runs force a balanced router, so nothing fits it yet and it stays 1.0 unless a run gives its own
     moe_imbalance: float = 1.0
 
     @classmethod

@@ -42,8 +42,10 @@ token's own GPU and node first, so no layout's traffic is over-charged.
 **The experts' GEMMs** run as one grouped GEMM per GPU, one group per local
 expert with the tokens routed to it. With few tokens per expert such a kernel
 reaches less of the matmul rate (:func:`grouped_gemm_share`, from the grouped
-GEMMs DeepGEMM published: ``data/grouped_gemm.toml``); the estimate uses it,
-the bound keeps the datasheet roof.
+GEMMs DeepGEMM published: ``data/grouped_gemm.toml``), the busiest GPU doing
+``moe_imbalance`` x the mean's work (:func:`roofkit.steptime.grouped_gemm_time`,
+forward, backward and recomputed); the estimate uses both, the bound keeps the
+datasheet roof and a perfect balance.
 """
 
 from __future__ import annotations
@@ -160,12 +162,15 @@ def options(model, calibrated, max_nodes_per_token=None, dispatch_dtype="bf16", 
 
 
 def expert_dp(tp, cp, dp, ep, etp) -> int:
-    """Expert data parallelism: the ranks of a pipeline stage that hold the same experts, tp cp dp / (ep etp).
+    """Expert data parallelism: the ranks of a pipeline stage that hold the same experts, tp cp dp / (ep etp)
+    (a fraction where ep x etp does not divide tp x cp x dp, a layout :func:`check` refuses).
 
     >>> expert_dp(1, 1, 128, 64, 1), expert_dp(4, 1, 8, 32, 1), expert_dp(8, 1, 4, 4, 8)   # DeepSeek-V3, ...
     (2, 1, 1)
     """
-    return whole(tp, "tp") * whole(cp, "cp") * whole(dp, "dp") // (whole(ep, "ep") * whole(etp, "etp"))
+    ranks = whole(tp, "tp") * whole(cp, "cp") * whole(dp, "dp")
+    group = whole(ep, "ep") * whole(etp, "etp")
+    return ranks // group if ranks % group == 0 else ranks / group
 
 
 def dispatch_tokens(microbatch_tokens, cp=1, tp=1, sequence_parallel=True) -> float:

@@ -47,6 +47,7 @@ from __future__ import annotations
 from ...catalogs import models
 from ...errors import InvalidValue
 from ...units import positive, whole
+from .experts import expert_dp
 from .pipeline import layers_in_flight
 from .sharding import policy_of, state_bytes
 
@@ -125,7 +126,7 @@ def expert_shards(shards, tp=1, ep=1, etp=None) -> float:
     (2.0, 1.0, 4.0)
     """
     t = whole(tp, "tp")
-    return positive(shards, "shards") * t / (whole(ep, "ep") * (t if etp is None else whole(etp, "etp")))
+    return float(expert_dp(t, 1, shards, ep, t if etp is None else etp))
 
 
 def _widths(M):

@@ -1,7 +1,8 @@
 """The step of a training layout: compute, communication, bubble and optimizer, MFU and memory per GPU.
 
 A step on G GPUs laid out as TP x CP x PP x DP (tensor, context, pipeline,
-data parallel; experts spread over EP of the DP ranks), m micro-batches per
+data parallel; experts folded over each stage's TP x CP x DP GPUs as EP x ETP
+x EDP, :mod:`roofkit.parallel.experts`), m micro-batches per
 data-parallel replica, each pipeline stage holding v chunks of layers::
 
     step = m (t_mb + exposed TP, CP, EP traffic)   the micro-batches through one stage
@@ -14,12 +15,21 @@ t_mb is one micro-batch through this GPU's share of the layers and of the
 head (the output layer and the cross-entropy; the embedding lookup is a gather,
 left out), forward, backward and recomputation, kernel by kernel
 (:mod:`roofkit.steptime`), the stages balanced (as Llama 3 balanced them by
-moving a layer off the first and the last stage). Communication per micro-batch and layer:
+moving a layer off the first and the last stage). A model trained with
+multi-token prediction modules (DeepSeek-V3, arXiv:2412.19437, section 2.2)
+runs each one's Transformer block as one more layer, its 2d -> d projection and
+a second pass through the shared output head and cross-entropy
+(:func:`roofkit.steptime.mtp_kernels`). The experts' grouped GEMMs run, in the
+estimate, at the share of the matmul rate their rows per expert reach, the
+busiest GPU doing ``moe_imbalance`` x the mean's work
+(:func:`roofkit.steptime.grouped_gemm_time`). Communication per micro-batch and layer:
 
 * TP (Megatron-LM, Shoeybi et al. 2019): two all-reduces of the activations
   [b s, d] in the forward pass and two in the backward (two more when the
   forward is recomputed in full); with sequence parallelism, an all-gather and
   a reduce-scatter in place of each, the same bytes (Korthikanti et al. 2022).
+  An MoE layer has attention's only: the MLP's tokens travel with the
+  experts' dispatch (:func:`tp_collectives`).
 * CP (Llama 3, arXiv:2407.21783, section 3.3.2): an all-gather of K and V in
   the forward pass (again when recomputed), a reduce-scatter of their gradients;
   ring attention (Liu et al. 2023, arXiv:2310.01889) passes the same K and V
@@ -29,7 +39,10 @@ moving a layer off the first and the last stage). Communication per micro-batch 
 * PP: one send of the activations per stage boundary each way; only filling and
   draining the pipeline, 2(p - 1) sends, wait for them.
 * DP: the ZeRO stage's collectives (:mod:`roofkit.parallel.sharding`), over the
-  DP x CP ranks that hold the same weights. With ``gather_api='list'`` (DeepSpeed's
+  DP x CP ranks that hold the same weights; the routed experts' over the
+  expert-data-parallel ranks that hold the same experts, tp cp dp / (ep etp)
+  of them, as Megatron-Core reduces their gradients and shards their optimizer
+  states (the optimizer step likewise). With ``gather_api='list'`` (DeepSpeed's
   ZeRO-3 of 2021) every rank's slice of every parameter tensor's call is handled on
   its own: :func:`~roofkit.parallel.sharding.list_slices` of them, each two
   operations at the per-kernel floor (calibrated; free in the bound).
@@ -61,7 +74,11 @@ it: the activations as Megatron-LM's eager layers keep them (every op's inputs).
 MFU counts the model's FLOPs against the datasheet peak of the precision the
 linear layers' GEMMs run in (:data:`MFU_CONVENTION`; FP8's for an FP8 recipe):
 6N with N the parameters a token is multiplied by (the active ones of a mixture
-of experts; not the embedding table, which is a lookup), plus attention's
+of experts; not the embedding table, which is a lookup; with multi-token
+prediction, :attr:`roofkit.models.Model.mtp_active_params` as well: the module's
+block, projection and second head pass, as Megatron-Core's
+``num_floating_point_operations`` in megatron/training/training.py counts
+``mtp_num_layers``), plus attention's
 matmuls under the causal mask (:func:`roofkit.training.flops_per_token` with
 ``causal=True``), the FLOPs a causal attention kernel executes. Counting every
 score of the T x T matrix, as PaLM's Appendix B and Megatron-LM's formula do,
@@ -85,15 +102,16 @@ from .constants import constants as fitted
 from . import experts
 from .experts import A2A_PER_LAYER
 from .fabric import Fabric, links_of, span
-from .memory import layer_params, memory_per_gpu
+from .memory import expert_shards, layer_params, memory_per_gpu
 from .pipeline import layers_in_flight, schedule
 from .sharding import GATHER_APIS, OPS_PER_SLICE, ZERO_STAGES, list_slices, policy_of, zero_collectives
 
-__all__ = ["Plan", "plan", "MFU_CONVENTION"]
+__all__ = ["Plan", "plan", "MFU_CONVENTION", "tp_collectives"]
 
 MFU_CONVENTION = ("model FLOPs = 6 x the parameters a token is multiplied by (active experts only, no embedding "
-                  "lookup) + attention's matmuls under the causal mask, over the datasheet peak of the precision "
-                  "the linear layers' GEMMs run in")
+                  "lookup; the multi-token prediction modules' block, projection and second output-head pass "
+                  "included) + attention's matmuls under the causal mask (the modules' blocks included), over the "
+                  "datasheet peak of the precision the linear layers' GEMMs run in")
 
 
 @dataclass
@@ -148,12 +166,10 @@ class Plan:
     # above is its linear layers' GEMMs' ('fp8' for the FP8 recipes; the dtype where every kernel runs in one).
     recipe: str = "bf16"
     precisions: dict = field(default_factory=dict)
-    # MFU and HFU count against the dense datasheet peak of this precision: the recipe's base one, BF16 for the
-    # FP8 and FP4 recipes (the dtype where every kernel runs in one, as before recipes). An FP8 run's MFU is then
-    # comparable with the same model's BF16 run, and FP8's gain shows as a higher MFU: torchtitan counts float8
-    # runs so (pytorch/torchtitan, torchtitan/tools/utils.py, get_peak_flops: "hardcoded BF16 type peak flops");
-    # NVIDIA's NeMo and Megatron-Bridge tables print model TFLOP/s per GPU, no peak. Against the FP8 peak, an FP8
-    # run would show a lower MFU than the same run in BF16 while training faster.
+    # MFU and HFU count against the dense datasheet peak of this precision: the one the linear layers' GEMMs run
+    # in (roofkit.perf.recipe.Recipe.mfu_peak_precision: FP8's for the FP8 recipes; the dtype where every kernel
+    # runs in one). Against the BF16 peak, as torchtitan counts float8 runs (pytorch/torchtitan,
+    # torchtitan/tools/utils.py, get_peak_flops), an FP8 bound would print an MFU above 1.
     mfu_peak_precision: str = ""
     # the experts (roofkit.parallel.experts): expert tensor and data parallelism, node-limited routing, the
     # dispatch's precision and dispatcher (what each GPU dispatches: communication["ep"]["experts"])
@@ -277,7 +293,8 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     (Megatron-Core's NCCL all-to-all, a row per token and expert) or 'deepep' (once
     per node, then NVLink); the bound sends the least any router could.
     ``moe_imbalance`` (calibrated): the busiest expert GPU's tokens over the mean
-    (default the constants', 1.0 until fitted). ``overlap=False``:
+    (default the constants', 1.0 until fitted); it scales the experts' all-to-alls
+    and their grouped GEMMs. ``overlap=False``:
     nothing hides behind compute. ``tp_overlap``: the run overlaps TP traffic
     with its GEMMs (Megatron-Core's ``--tp-comm-overlap``). ``p2p_overlap=False``:
     the pipeline's sends wait between micro-batches (Megatron-LM before
@@ -310,12 +327,11 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     _pipeline_traffic(comm, fabric, L, overlap, p2p_overlap)
     bubble = (L.p - 1) / L.v * (stage_mb + critical) if L.p > 1 else 0.0
     shards = L.d * L.c  # the ranks that hold the same weights
-    dense_params, expert_params = layer_params(L.M, L.t, L.e)
-    params_here = (dense_params + expert_params) / L.p
-    _data_parallel_traffic(comm, fabric, L, r, t_mb, stage_mb, params_here * _ACT, shards, overlap, gather_api)
+    groups = _weight_groups(L, shards)
+    _data_parallel_traffic(comm, fabric, L, r, t_mb, stage_mb, groups, overlap, gather_api)
     if not calibrated:
         bubble = _hide_in_the_bound(comm, compute, stage_mb, L.p, L.v, overlap)
-    optimizer = _optimizer_s(params_here, shards, L.zero, r)
+    optimizer = _optimizer_s(groups, L.zero, r)
     model_flops, hardware_flops = _flops(L, sequence_parallel, attention)
     memory, memory_estimate, stage = _memory(L, shards, sequence_parallel, attention)
     M, acc, intra_link, inter_link = L.M, L.acc, L.intra_link, L.inter_link
@@ -332,13 +348,15 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                   schedule=schedule(L.v) if L.p > 1 else "none", constants=L.k.to_dict(), roofs=r.to_dict(),
                   etp=L.etp, expert_dp=experts.expert_dp(L.t, L.c, L.d, L.ep, L.etp), max_nodes_per_token=L.max_nodes,
                   dispatch_dtype=L.dispatch_dtype, dispatcher=L.dispatcher)
-    _warn(result, acc, L.t, L.node, compute, t_mb, L.dense_layers, L.moe_layers, L.p)
+    _warn(result, L, acc, L.t, L.node, t_mb)
     return result
 
 
 # --- the steps of plan() -----------------------------------------------------------------------------------------
 
 _ACT = dtypes.bytes_per_element("bf16")  # activations and gradients travel in 16 bits
+# the data-parallel collectives: gradients reduced and weights gathered, the dense weights' and the experts'
+_DATA_PARALLEL = ("dp", "zero", "expert-dp", "expert-zero")
 
 
 @dataclass(frozen=True)
@@ -394,8 +412,8 @@ class _Layout:
     def moe_layers(self) -> int:
         """The layers with experts a step runs: the model's, and the multi-token prediction modules' when theirs
         have experts (DeepSeek-V3, section 2.2: a Transformer block like the main model's; Megatron-Core counts
-        them so, ``num_floating_point_operations``). Their projection and second pass through the head are left
-        out."""
+        them so, ``num_floating_point_operations``). Their projection and second pass through the head are timed
+        apart (:func:`roofkit.steptime.mtp_kernels`)."""
         return self.M.moe_layers + (self.M.mtp_layers if self._mtp_moe else 0)
 
     @property
@@ -407,6 +425,11 @@ class _Layout:
     def layers_here(self) -> float:
         """The layers of one pipeline stage."""
         return self.M.layers / self.p
+
+    @property
+    def step_layers(self) -> int:
+        """The Transformer blocks a step runs: the model's layers and the multi-token prediction modules'."""
+        return self.dense_layers + self.moe_layers
 
 
 def _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, microbatches, virtual_stages, dtype,
@@ -517,17 +540,31 @@ def _recipe_fields(L: _Layout) -> dict:
 def _microbatch_compute(L: _Layout, r, sequence_parallel, attention, calibrated):
     """One micro-batch through one layer, kernel by kernel, and through this GPU's pipeline stage (seconds).
 
-    A low-precision recipe casts the weights once a step (steptime.weight_cast_kernels): each of the m
-    micro-batches carries 1/m of those casts."""
+    The experts' grouped GEMMs at their few rows per expert and the busiest GPU's share of the tokens
+    (``moe_imbalance``) when calibrated; at the datasheet roof, balanced, in the bound
+    (:func:`roofkit.steptime.microbatch`). A low-precision recipe casts the weights once a step
+    (steptime.weight_cast_kernels): each of the m micro-batches carries 1/m of those casts."""
     from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
     t_mb = steptime.microbatch(L.M, L.acc, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode,
-                               calibrated, roofs_=r, recipe=L.precision)
-    stage_mb = (L.dense_layers * t_mb.layer_s + L.moe_layers * t_mb.moe_layer_s + t_mb.head_s) / L.p
-    casts = L.dense_layers * t_mb.weight_cast_s + L.moe_layers * t_mb.moe_weight_cast_s + t_mb.head_weight_cast_s
+                               calibrated, roofs_=r, recipe=L.precision,
+                               imbalance=L.k.moe_imbalance if calibrated else 1.0)
+    stage_mb = _stage_s(L, t_mb)
+    casts = (L.dense_layers * t_mb.weight_cast_s + L.moe_layers * t_mb.moe_weight_cast_s + t_mb.head_weight_cast_s
+             + L.M.mtp_layers * t_mb.mtp_weight_cast_s)
     if casts:
         stage_mb += casts / (L.p * L.m)
     return t_mb, stage_mb
+
+
+def _stage_s(L: _Layout, t_mb, part=None) -> float:
+    """One micro-batch through one pipeline stage's share of the step's layers (dense and MoE), of the head and of
+    the multi-token prediction modules' projections and head passes: its ``part`` ('forward', 'backward'), or
+    all of it (None: forward, backward and recomputation)."""
+    names = ("layer_s", "moe_layer_s", "head_s", "mtp_s") if part is None else \
+        (f"{part}_s", f"moe_{part}_s", f"head_{part}_s", f"mtp_{part}_s")
+    dense, moe, head, mtp = (getattr(t_mb, name) for name in names)
+    return (L.dense_layers * dense + L.moe_layers * moe + head + L.M.mtp_layers * mtp) / L.p
 
 
 def _record(comm, fabric, kind, collective, size, calls, group, stride, exposed=None, pieces=1) -> None:
@@ -539,12 +576,41 @@ def _record(comm, fabric, kind, collective, size, calls, group, stride, exposed=
                   "exposed_s": total if exposed is None else exposed(total)}
 
 
+def tp_collectives(model, dense_layers, moe_layers, calibrated=False) -> int:
+    """The TP collectives (all-reduces, or all-gather and reduce-scatter pairs with sequence parallelism) of one
+    forward pass through ``dense_layers`` dense and ``moe_layers`` MoE layers.
+
+    A dense layer has two: around attention (an all-gather before QKV, a reduce-scatter after the output
+    projection) and around the MLP. An MoE layer has attention's only: Megatron-Core's MoE layer takes the
+    sequence-parallel input as it is, and its token dispatcher moves the tokens (MoEAlltoAllTokenDispatcher,
+    megatron/core/transformer/moe/token_dispatcher.py: "permute->A2A(EP)->AG(TP)" and back "RS(TP)->A2A(EP)",
+    the AG and RS over the expert-tensor-parallel group, ``expt_tp_group``), which
+    :func:`roofkit.parallel.experts.traffic` charges (its 'etp' part, when etp > 1). Calibrated, a model's shared
+    experts add their pair: Megatron-Core runs them as a TP-split MLP over the TP group
+    (SharedExpertMLP in megatron/core/transformer/moe/shared_experts.py, an all-gather of the sequence-parallel
+    input and a reduce-scatter of the output); the bound does not, since a shared expert run whole on each
+    rank's own tokens does the same FLOPs per GPU without them.
+
+    >>> tp_collectives("llama-3-8b", 32, 0), tp_collectives("qwen3-235b-a22b", 0, 94)
+    (64, 94)
+    >>> tp_collectives("llama-4-maverick", 24, 24), tp_collectives("llama-4-maverick", 24, 24, calibrated=True)
+    (72, 96)
+    """
+    M = models.get(model)
+    moe_pairs = 1 + (1 if calibrated and M.shared_experts else 0)
+    return 2 * whole(dense_layers, "dense_layers", 0) + moe_pairs * whole(moe_layers, "moe_layers", 0)
+
+
 def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap, tp_overlap) -> float:
-    """TP, CP and EP traffic of the step; returns its exposed seconds per micro-batch (calibrated)."""
+    """TP, CP and EP traffic of the step; returns its exposed seconds per micro-batch (calibrated).
+
+    TP: :func:`tp_collectives` per forward pass, as many in the backward, and again for a forward recomputed
+    in full, over this stage's share of the step's layers (the multi-token prediction modules' included)."""
     M, t, c, e, m, mode = L.M, L.t, L.c, L.e, L.m, L.mode
     critical = 0.0  # exposed seconds per micro-batch (calibrated)
     if t > 1:
-        calls = (6 if mode == "full" else 4) * L.layers_here * m
+        forward = tp_collectives(M, L.dense_layers, L.moe_layers, fabric.calibrated)
+        calls = forward * (3 if mode == "full" else 2) / L.p * m
         kind = ("all-gather", "reduce-scatter") if sequence_parallel else ("all-reduce",)
         size = L.mb_tokens / c * M.d_model * _ACT
         if sequence_parallel:  # an all-gather and a reduce-scatter in place of each all-reduce
@@ -557,7 +623,7 @@ def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap
         comm["tp"]["exposed_s"] = comm["tp"]["time_s"] * (1 - hidden)
     if c > 1:  # K and V of the whole sequence gathered (again when recomputed), their gradients scattered
         kv = L.mb_tokens * 2 * max(1, M.kv_heads // t) * M.head_dim * _ACT
-        calls = (3 if mode == "full" else 2) * L.layers_here * m
+        calls = (3 if mode == "full" else 2) * L.step_layers / L.p * m
         _record(comm, fabric, "cp", "all-gather", kv, calls, c, t)
     if L.moe_layers and (L.ep > 1 or L.etp > 1):  # each GPU dispatches its own tokens (roofkit.parallel.experts)
         tokens = experts.dispatch_tokens(L.mb_tokens, c, t, sequence_parallel)
@@ -604,31 +670,70 @@ def _pipeline_traffic(comm, fabric, L: _Layout, overlap, p2p_overlap) -> None:
                       "level": fabric.level(2, t * c * d), "time_s": 2 * v * m * hop, "exposed_s": waits * hop}
 
 
-def _data_parallel_traffic(comm, fabric, L: _Layout, r, t_mb, stage_mb, grads, shards, overlap, gather_api) -> None:
-    """The ZeRO stage's collectives over the ranks that hold the same weights, and what of them hides."""
+@dataclass(frozen=True)
+class _Weights:
+    """One group of this GPU's weights and the ranks that hold the same ones: their gradients are reduced, and
+    (ZeRO) their states sharded and the weights gathered, over those ``ranks``, ``stride`` apart."""
+
+    prefix: str  # '' for the dense weights, 'expert-' for the routed experts
+    params: float  # on this GPU: its pipeline stage's share
+    ranks: float
+    stride: int
+
+
+def _weight_groups(L: _Layout, shards) -> list[_Weights]:
+    """This GPU's dense weights, held alike by the DP x CP ranks (``shards``, TP ranks apart), and its routed
+    experts, held alike by the expert-data-parallel ranks, EDP = tp cp dp / (ep etp), EP x ETP ranks apart
+    (Megatron-Core's expert rank order, ETP innermost then EP then EDP: megatron/core/parallel_state.py,
+    ``initialize_model_parallel``'s expert RankGenerator). Megatron-Core's DistributedDataParallel keeps the
+    experts' gradients in buffers of their own, reduced over that group (``expert_parallel_buffers`` and
+    ``expert_parallel_bucket_groups`` over ``get_expert_data_parallel_group()``, the dense ones over
+    ``get_data_parallel_group(with_context_parallel=True)``: megatron/core/distributed/distributed_data_parallel.py);
+    its distributed optimizer shards each group's states over its own ranks. EDP is
+    :func:`roofkit.parallel.memory.expert_shards`, as the memory's expert states use it."""
+    dense, routed = layer_params(L.M, L.t, L.ep, L.etp)
+    groups = [_Weights("", dense / L.p, shards, L.t)]
+    if routed:
+        groups.append(_Weights("expert-", routed / L.p, expert_shards(shards, L.t, L.ep, L.etp), L.ep * L.etp))
+    return groups
+
+
+def _data_parallel_traffic(comm, fabric, L: _Layout, r, t_mb, stage_mb, groups, overlap, gather_api) -> None:
+    """The ZeRO stage's collectives over the ranks that hold the same weights (each group of :func:`_weight_groups`
+    over its own: 'dp' and 'zero' for the dense weights, 'expert-dp' and 'expert-zero' for the experts'), and
+    what of them hides. The groups' collectives share the window they hide in."""
     M, t, p, m = L.M, L.t, L.p, L.m
-    if shards > 1:
-        backward_mb = (L.dense_layers * t_mb.backward_s + L.moe_layers * t_mb.moe_backward_s
-                       + t_mb.head_backward_s) / p
-        forward_mb = (L.dense_layers * t_mb.forward_s + L.moe_layers * t_mb.moe_forward_s + t_mb.head_forward_s) / p
-        eta = L.k.overlap_efficiency if overlap else 0.0
-        per_step = L.zero < 3 or L.policy == "per-step"
-        for kind, (collective, calls) in zero_collectives(L.zero, m, L.policy, L.mode).items():
-            # once a step: gradients hide behind the last micro-batch's backward, weights behind the first forward
-            window = backward_mb if kind == "dp" else forward_mb
-            _record(comm, fabric, kind, collective, grads, calls, shards, t,
-                    exposed=lambda total, w=window: max(0.0, total - eta * w),
+    groups = [g for g in groups if g.ranks > 1 and g.params > 0]
+    if not groups:
+        return
+    backward_mb, forward_mb = _stage_s(L, t_mb, "backward"), _stage_s(L, t_mb, "forward")
+    eta = L.k.overlap_efficiency if overlap else 0.0
+    per_step = L.zero < 3 or L.policy == "per-step"
+    for kind, (collective, calls) in zero_collectives(L.zero, m, L.policy, L.mode).items():
+        # once a step: gradients hide behind the last micro-batch's backward, weights behind the first forward
+        window = backward_mb if kind == "dp" else forward_mb
+        kinds = [g.prefix + kind for g in groups]
+        for g in groups:
+            _record(comm, fabric, g.prefix + kind, collective, g.params * _ACT, calls, round(g.ranks), g.stride,
                     pieces=1 if per_step else max(1, round(L.layers_here)))  # FSDP gathers layer by layer
-        if not per_step:  # every micro-batch's gathers and reduce-scatter share that micro-batch's compute
-            traffic = comm["dp"]["time_s"] + comm["zero"]["time_s"]
-            exposed = max(0.0, traffic - eta * m * stage_mb)
-            for kind in ("dp", "zero"):
-                comm[kind]["exposed_s"] = exposed * comm[kind]["time_s"] / traffic if traffic else 0.0
-        if gather_api == "list":  # every rank's slice of every call, one by one, on the critical path
-            slices = list_slices([x / t for x in M.parameter_tensors()], shards, m, L.policy, L.mode, gather_api) / p
-            busy = slices * OPS_PER_SLICE * r.floor_s
-            comm["slices"] = {"collective": "per-rank slices", "bytes_per_call": 0.0, "calls": slices,
-                              "group": shards, "level": comm["zero"]["level"], "time_s": busy, "exposed_s": busy}
+        _share(comm, kinds, window, eta)
+    if not per_step:  # every micro-batch's gathers and reduce-scatters share that micro-batch's compute
+        _share(comm, [g.prefix + kind for g in groups for kind in ("dp", "zero")], m * stage_mb, eta)
+    if gather_api == "list" and "zero" in comm:  # every rank's slice of every call, one by one, on the critical path
+        shards = groups[0].ranks
+        slices = list_slices([x / t for x in M.parameter_tensors()], shards, m, L.policy, L.mode, gather_api) / p
+        busy = slices * OPS_PER_SLICE * r.floor_s
+        comm["slices"] = {"collective": "per-rank slices", "bytes_per_call": 0.0, "calls": slices,
+                          "group": shards, "level": comm["zero"]["level"], "time_s": busy, "exposed_s": busy}
+
+
+def _share(comm, kinds, window, eta) -> None:
+    """The traffic of ``kinds`` hidden together behind ``window`` seconds of compute (a share ``eta`` of it),
+    what is left exposed split among them by their time."""
+    traffic = sum(comm[k]["time_s"] for k in kinds)
+    exposed = max(0.0, traffic - eta * window)
+    for k in kinds:
+        comm[k]["exposed_s"] = exposed * comm[k]["time_s"] / traffic if traffic else 0.0
 
 
 def _hide_in_the_bound(comm, compute, stage_mb, p, v, overlap) -> float:
@@ -656,11 +761,12 @@ def _hide_in_the_bound(comm, compute, stage_mb, p, v, overlap) -> float:
     return bubble
 
 
-def _optimizer_s(params_here, shards, zero, r) -> float:
-    """The optimizer step: Adam over this GPU's shard of the weights, at HBM speed."""
+def _optimizer_s(groups, zero, r) -> float:
+    """The optimizer step: Adam over this GPU's shard of the weights, at HBM speed; with ZeRO each group of
+    weights (:func:`_weight_groups`) sharded over its own ranks, the experts over the expert-data-parallel ones."""
     from .. import steptime  # deferred: perf.steptime pulls in numpy (through formulas)
 
-    optimizer_params = params_here / (shards if zero >= 1 else 1)
+    optimizer_params = sum(g.params / (g.ranks if zero >= 1 else 1) for g in groups)
     return optimizer_params * steptime.ADAM_BYTES_PER_PARAM / r.bandwidth
 
 
@@ -670,7 +776,10 @@ def _flops(L: _Layout, sequence_parallel, attention) -> tuple[float, float]:
 
     M = L.M
     head_dim = (M.qk_nope_head_dim + M.qk_rope_head_dim + M.v_head_dim) / 2 if M.mla else M.head_dim
-    per_token = training.flops_per_token(M.active_params, M.layers, M.heads, head_dim, L.S, causal=True)
+    # the multi-token prediction modules are trained with the model: their active weights (their block, the 2d x d
+    # projection, the shared head's second pass) and their block's attention count (MFU_CONVENTION)
+    per_token = training.flops_per_token(M.active_params + M.mtp_active_params, M.layers + M.mtp_layers, M.heads,
+                                         head_dim, L.S, causal=True)
     model_flops = per_token * L.B
     hardware_flops = _kernel_flops(M, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode, L.precision,
                                    L.dense_layers, L.moe_layers) * L.m * L.G / L.p
@@ -701,11 +810,13 @@ def _kernel_flops(M, b_mb, S, t, c, e, sp, attention, mode, precision, dense_lay
         return sum(k.flops for k in ks)
 
     head = steptime.head_kernels(M, b_mb, S, t, c, recipe=precision)
+    mtp = steptime.mtp_kernels(M, b_mb, S, t, c, sp, recipe=precision)  # each module's projection and head pass
     flops = dense_layers * one(False) + (moe_layers * one(True) if moe_layers else 0.0)
+    flops += M.mtp_layers * sum(k.flops for k in mtp + steptime.backward_kernels(mtp, precision))
     return flops + sum(k.flops for k in head + steptime.backward_kernels(head, precision))
 
 
-def _warn(result: Plan, acc, t, node, compute, t_mb, dense_layers, moe_layers, p) -> None:
+def _warn(result: Plan, L: _Layout, acc, t, node, t_mb) -> None:
     from .. import training  # deferred: perf.training imports numpy
 
     if t > node:
@@ -718,10 +829,10 @@ def _warn(result: Plan, acc, t, node, compute, t_mb, dense_layers, moe_layers, p
                                f"{result.memory_estimate_bytes / 1e9:.1f} GB per GPU as Megatron-LM's eager layers "
                                f"keep them, {result.memory_per_gpu_bytes / 1e9:.1f} GB at the least, "
                                f"{acc.capacity_bytes / 1e9:.1f} GB available.")
-    if "dp" in result.communication:  # tokens per GPU at which the data-parallel traffic equals the backward pass
-        traffic = result.communication["dp"]["time_s"] + result.communication.get("zero", {}).get("time_s", 0.0)
-        backward = result.microbatches * (dense_layers * t_mb.backward_s + moe_layers * t_mb.moe_backward_s
-                                          + t_mb.head_backward_s) / p
+    data = [c["time_s"] for kind, c in result.communication.items() if kind in _DATA_PARALLEL]
+    if data:  # tokens per GPU at which the data-parallel traffic equals the backward pass
+        traffic = sum(data)
+        backward = result.microbatches * _stage_s(L, t_mb, "backward")
         if backward > 0:
             result.critical_batch_tokens_per_gpu = result.tokens_per_gpu * traffic / backward
     cb = result.critical_batch_tokens_per_gpu
