@@ -2,6 +2,8 @@
 
 import math
 
+from pathlib import Path
+
 import pytest
 import sympy
 
@@ -120,6 +122,11 @@ def test_deepseek_v3_depends_on_the_peak():
     assert implied(1.513e15, hours=2.79e6) == pytest.approx(0.217, abs=0.002)
     assert hardware.get("h100 pcie").peak("fp8") == pytest.approx(1.513e15)
     assert training.implied_mfu(671e9, 14.8e12, 2.664e6, H100.peak("bf16")) > 1  # all parameters: impossible
+    # the H800 (DeepSeek's GPU) is in the catalog: an H100 SXM's peaks, so the same implied MFUs
+    h800 = hardware.get("h800")
+    assert h800.peak("bf16") == H100.peak("bf16") and h800.peak("fp8") == H100.peak("fp8")
+    text = (Path(__file__).resolve().parent.parent / "lessons" / "08-the-6nd-rule.md").read_text(encoding="utf-8")
+    assert 'roofkit.hw("h800")' in text and "H100 SXM entry serves" not in text
 
 
 def test_llama31_405b_exercise():

@@ -208,6 +208,16 @@ def test_published_plot_puts_bounds_under_the_diagonal():
         pp.published_plot([])
 
 
+def test_published_plot_rings_the_runs_it_is_told_to():
+    rows = [{"case": "a", "set": "fitting", "published_s": 10.0, "bound_ratio": 0.6, "calibrated_ratio": 0.5},
+            {"case": "b", "set": "held-out", "published_s": 2.0, "bound_ratio": 0.5, "calibrated_ratio": 0.9}]
+    ax = pp.published_plot(rows, ring=("mixtures of experts", {"a"})).axes[0]
+    ringed = _by_gid(ax, "ring")[0].get_offsets()
+    assert [list(x) for x in ringed] == [pytest.approx([10.0, 5.0])]
+    assert "calibrated, mixtures of experts" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not _by_gid(pp.published_plot(rows).axes[0], "ring")  # none unless asked
+
+
 def test_plan_bars_draw_memory_as_shares_of_the_accelerators(plans):
     from matplotlib.figure import Figure
 

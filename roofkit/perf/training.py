@@ -404,9 +404,10 @@ def implied_mfu(params, tokens, gpu_hours, peak_flops) -> float:
     """The MFU a public run must have had: 6ND / (GPU-hours · 3600 · P).
 
     ``peak_flops`` is a number: take it from the catalog, e.g.
-    ``hardware.get("h100").peak("bf16")``. Chips missing from the catalog with
-    the same tensor-core peaks as one in it (the H800 is an H100 SXM with slower
-    NVLink and almost no FP64) can use that entry. Like any measured MFU, the result may exceed 1.
+    ``hardware.get("h100").peak("bf16")``, or ``hardware.get("h800").peak("fp8")``
+    for DeepSeek-V3's GPUs. A chip missing from the catalog with the same
+    tensor-core peaks as one in it can use that entry. Like any measured MFU,
+    the result may exceed 1.
 
     >>> from roofkit.hardware import get
     >>> round(implied_mfu(70e9, 15e12, 6.4e6, get("h100").peak("bf16")), 2)  # Llama 3 70B model card

@@ -19,7 +19,7 @@ on ``ax=`` when given.
     ...                      calibrated=True)
     >>> print(plots_parallel.plan_table([plan]))
     layout                         GPUs  tok/GPU  GB/GPU  fits  step (s)  compute  comm.  bubble    MFU
-    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    24.0   yes      5.25      67%    17%     16%  35.5%
+    TP 8 · PP 4 · DP 32 · ZeRO-1   1024    4,096    24.0   yes      5.35      67%    17%     16%  34.8%
 """
 
 from __future__ import annotations
@@ -384,12 +384,14 @@ def published_table(rows) -> str:
     return "\n".join(lines)
 
 
-def published_plot(rows, ax=None, title=None):
+def published_plot(rows, ax=None, title=None, ring=None):
     """Predicted against published step time, log-log: one hollow marker per run for the bound, one filled for
     the calibrated estimate, the fitting set and the held-out set in two colours.
 
     On the diagonal a prediction is exact; the band is within 1.2x. A bound must
-    lie on or below the diagonal (no run is faster than its bound).
+    lie on or below the diagonal (no run is faster than its bound). ``ring``:
+    (label, cases), a ring around the calibrated marker of each run named in
+    ``cases`` (a kind of run to tell apart, e.g. the mixtures of experts).
     """
     import numpy as np  # deferred: numpy costs ~0.1 s at import
     from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
@@ -412,6 +414,13 @@ def published_plot(rows, ax=None, title=None):
                    edgecolors=colour, s=30, lw=1, gid=f"bound-{which}", label=f"bound, {which} runs")
         ax.scatter(x, [r["calibrated_ratio"] * r["published_s"] for r in chosen], marker="o", color=colour, s=22,
                    gid=f"calibrated-{which}", label=f"calibrated, {which} runs")
+    if ring is not None:
+        label, cases = ring
+        marked = [r for r in rows if r["case"] in set(cases)]
+        if marked:
+            ax.scatter([r["published_s"] for r in marked], [r["calibrated_ratio"] * r["published_s"] for r in marked],
+                       marker="o", facecolors="none", edgecolors="0.15", s=70, lw=1, gid="ring",
+                       label=f"calibrated, {label}")
     from matplotlib.ticker import NullLocator  # deferred: matplotlib costs ~0.2 s at import
 
     ax.set_xscale("log")

@@ -14,6 +14,7 @@ import math
 import re
 
 from ...perf import comms, nccl, parallel, steptime, training
+from ...perf.parallel import experts
 from ...catalogs import hardware, links, models
 from ...errors import RoofkitError
 from ..quiz import Misconception, Question, register
@@ -222,6 +223,39 @@ def _zero3_traffic(microbatches, recompute="full", policy=None):
 
 def _fit_beta(small_bytes, small_us, large_bytes, large_us):
     return comms.fit([small_bytes, large_bytes], [small_us * 1e-6, large_us * 1e-6], "p2p").bandwidth_bytes_per_s
+
+
+# --- precision per operation and the experts' dispatch ----------------------------------------------------------
+
+def _fp8_pair(model, hw, gpus, sequences, seq) -> dict:
+    """{recipe: bound Plan} of one data-parallel layout (ZeRO-1) in BF16 and in Transformer Engine's FP8 recipe."""
+    return {r: parallel.plan(model, hw, gpus, sequences * seq, seq, zero=1, recipe=r) for r in ("bf16", "fp8")}
+
+
+def _fp8_speedup(model, hw, gpus, sequences, seq) -> float:
+    """The bound's BF16 step over its FP8 step."""
+    pair = _fp8_pair(model, hw, gpus, sequences, seq)
+    return pair["bf16"].step_time_s / pair["fp8"].step_time_s
+
+
+def _fp8_mfu_ratio(model, hw, gpus, sequences, seq) -> float:
+    """The FP8 plan's MFU over the BF16 plan's: each counts against its own precision's peak."""
+    pair = _fp8_pair(model, hw, gpus, sequences, seq)
+    return pair["fp8"].mfu / pair["bf16"].mfu
+
+
+def _nodes_reached(k, experts_total, nodes, limit) -> float:
+    """Expected distinct nodes a token's k experts fall on, drawn uniformly (no repeats) among ``limit`` nodes'."""
+    per_node = experts_total // nodes
+    return experts.expected_hits(k, limit * per_node, per_node)
+
+
+def _not_near(key_fn, wrong_fn, rel=0.02):
+    """``wrong_fn``'s value, or None where a variant's numbers put it within ``rel`` of the key."""
+    def answer(**p):
+        w, k = wrong_fn(**p), key_fn(**p)
+        return None if w is None or math.isclose(w, k, rel_tol=rel) else w
+    return answer
 
 
 register(
@@ -481,7 +515,7 @@ register(
         params={"model": "llama-3.1-405b", "hw": "h100"},
         key=lambda model, hw: _tp_degree(model, hw),
         unit="dimensionless",
-        rtol=0.02,
+        rtol=0.01,  # a rounded peak or bandwidth moves it well under 1%
         hints=("A matmul of B x D by D x F is 2·B·D·F FLOPs; a SwiGLU MLP has three of them, a GELU MLP two.",
                "Write T_math = k·2·B·D·F/(Y·P) and T_comm = 4·B·D/β and set them equal: B and D cancel."),
         misconceptions=(
@@ -837,5 +871,67 @@ Question(
                           answer=lambda batch_m, gpus: batch_m * 1e6 / gpus),
         ),
         variants={"batch_m": (4, 16), "gpus": (8192, 16384)},
+    ),
+    Question(
+        id="l14.fp8-speedup",
+        lesson="14",
+        kind="numeric",
+        prompt=("Llama 3 8B ('{model}') trains on {gpus} '{hw}' GPUs by data parallelism with ZeRO-1, {sequences} "
+                "sequences of {seq} tokens a step. Switch it from BF16 to Transformer Engine's default FP8 recipe "
+                "(parallel.plan(..., recipe='fp8') against recipe='bf16'). By what factor does roofkit's bound say "
+                "the step gets faster (the BF16 step over the FP8 step)?"),
+        params={"model": "llama-3-8b", "hw": "h100", "gpus": 8, "sequences": 32, "seq": 8192},
+        key=_fp8_speedup,
+        unit="dimensionless",
+        rtol=0.01,
+        figures=3,
+        hints=("Only the linear layers' GEMMs run in FP8: attention, norms, activations and the output layer keep "
+               "their BF16 time.",
+               "Plan the same layout twice, once per recipe, and divide the step times."),
+        misconceptions=(
+            Misconception("peak-ratio", "That is the FP8 peak over the BF16 one. Only the linear layers' GEMMs run "
+                                        "at FP8's rate; attention, norms, activations and the output layer keep "
+                                        "their BF16 time, so the step gains less (Amdahl's law).",
+                          answer=lambda hw, **p: hardware.get(hw).peak("fp8") / hardware.get(hw).peak("bf16")),
+            Misconception("mfu-ratio", "That compares the two MFUs, each counted against its own precision's peak: "
+                                       "the FP8 one against a peak twice as high. Compare the step times.",
+                          answer=_fp8_mfu_ratio),
+            Misconception("inverted", "That is the FP8 step over the BF16 one, a time ratio below 1; the speed-up is "
+                                      "the BF16 step over the FP8 step.",
+                          answer=lambda **p: 1 / _fp8_speedup(**p)),
+        ),
+        variants={"seq": (2048, 4096, 8192, 16384)},
+    ),
+    Question(
+        id="l14.nodes-per-token",
+        lesson="14",
+        kind="numeric",
+        prompt=("A mixture-of-experts layer has {experts_total} routed experts, spread evenly over the {nodes} nodes "
+                "of its expert-parallel group, and routes each token to k = {k} of them. The router may use at "
+                "most M = {limit} of the nodes (M = {nodes}: no limit): it picks M nodes, then the k experts among "
+                "theirs. If the k experts are drawn uniformly among the allowed nodes' experts, without repeats, "
+                "how many distinct nodes does a token reach, on average?"),
+        params={"k": 8, "experts_total": 256, "nodes": 8, "limit": 8},
+        key=_nodes_reached,
+        unit="dimensionless",
+        rtol=0.01,  # drawing with repeats, M (1 - (1 - 1/M)^k), lands within 1%: accepted
+        hints=("A node is missed when all k experts come from the other allowed nodes' experts.",
+               "Add, over the M nodes, the chance that at least one of the k experts falls in that node (the "
+               "draws are without replacement)."),
+        misconceptions=(
+            Misconception("one-node-per-expert", "That gives each of the k experts a node of its own. A node holds "
+                                                 "many experts, and two of a token's often share one: count the "
+                                                 "distinct nodes, the chance that each is hit.",
+                          answer=_not_near(_nodes_reached, lambda k, experts_total, nodes, limit: float(k))),
+            Misconception("the-cap", "That is the cap, the most nodes a token may reach. Its k experts can fall on "
+                                     "fewer: count the chance that each allowed node is hit.",
+                          answer=_not_near(_nodes_reached,
+                                           lambda k, experts_total, nodes, limit: None if limit == k else float(limit))),
+            Misconception("experts-per-node", "That is how many of a token's experts a node holds on average, k/M, "
+                                              "not how many nodes they fall on.",
+                          answer=_not_near(_nodes_reached, lambda k, experts_total, nodes, limit:
+                                           None if k / limit in (limit, k) else k / limit)),
+        ),
+        variants={"k": (4, 6, 8), "limit": (2, 4, 8)},
     ),
 )

@@ -106,7 +106,7 @@ from .memory import expert_shards, layer_params, memory_per_gpu
 from .pipeline import layers_in_flight, schedule
 from .sharding import GATHER_APIS, OPS_PER_SLICE, ZERO_STAGES, list_slices, policy_of, zero_collectives
 
-__all__ = ["Plan", "plan", "MFU_CONVENTION", "tp_collectives"]
+__all__ = ["Plan", "plan", "MFU_CONVENTION", "model_flops_per_token", "tp_collectives"]
 
 MFU_CONVENTION = ("model FLOPs = 6 x the parameters a token is multiplied by (active experts only, no embedding "
                   "lookup; the multi-token prediction modules' block, projection and second output-head pass "
@@ -770,19 +770,28 @@ def _optimizer_s(groups, zero, r) -> float:
     return optimizer_params * steptime.ADAM_BYTES_PER_PARAM / r.bandwidth
 
 
-def _flops(L: _Layout, sequence_parallel, attention) -> tuple[float, float]:
-    """FLOPs of the step: the model's (MFU) and every GPU's kernels' (HFU)."""
+def model_flops_per_token(model, seq) -> float:
+    """The model FLOPs of one trained token, as MFU counts them (:data:`MFU_CONVENTION`).
+
+    6 x the parameters a token is multiplied by (a mixture's active experts, no embedding
+    lookup), plus attention's matmuls under the causal mask; the multi-token prediction
+    modules are trained with the model, so their active weights (their block, the 2d x d
+    projection, the shared head's second pass) and their block's attention count too, as
+    Megatron-LM's ``num_floating_point_operations`` counts them.
+    """
     from .. import training  # deferred: perf.training imports numpy
 
-    M = L.M
+    M = models.get(model)
     head_dim = (M.qk_nope_head_dim + M.qk_rope_head_dim + M.v_head_dim) / 2 if M.mla else M.head_dim
-    # the multi-token prediction modules are trained with the model: their active weights (their block, the 2d x d
-    # projection, the shared head's second pass) and their block's attention count (MFU_CONVENTION)
-    per_token = training.flops_per_token(M.active_params + M.mtp_active_params, M.layers + M.mtp_layers, M.heads,
-                                         head_dim, L.S, causal=True)
-    model_flops = per_token * L.B
-    hardware_flops = _kernel_flops(M, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode, L.precision,
-                                   L.dense_layers, L.moe_layers) * L.m * L.G / L.p
+    return training.flops_per_token(M.active_params + M.mtp_active_params, M.layers + M.mtp_layers, M.heads,
+                                    head_dim, whole(seq, "seq"), causal=True)
+
+
+def _flops(L: _Layout, sequence_parallel, attention) -> tuple[float, float]:
+    """FLOPs of the step: the model's (MFU) and every GPU's kernels' (HFU)."""
+    model_flops = model_flops_per_token(L.M, L.S) * L.B
+    hardware_flops = _kernel_flops(L.M, L.b_mb, L.S, L.t, L.c, L.e, sequence_parallel, attention, L.mode,
+                                   L.precision, L.dense_layers, L.moe_layers) * L.m * L.G / L.p
     return model_flops, hardware_flops
 
 

@@ -24,7 +24,7 @@ assumes (attention kernels, overlap, interleaving), each with its reason.
     >>> len(runs), runs[0].case, sum(r.frontier for r in runs)
     (42, 'Megatron-LM Table 1 1.7B on 32 A100', 28)
     >>> round(published_step_s(runs[11]), 2)           # Llama 3 405B on 8,192 H100s, from 430 TFLOP/s per GPU
-    12.08
+    12.02
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from importlib import resources
 from ...catalogs import models
 from ...errors import InvalidValue
 from .. import recipe as recipes
-from .plan import plan
+from .plan import model_flops_per_token, plan
 
 __all__ = ["Run", "SETS", "load", "published_step_s", "plan_args", "predict", "flops_per_step", "compare"]
 
@@ -103,8 +103,10 @@ def flops_per_step(run: Run, count: str | None = None) -> float:
     'megatron-eq3'  Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh), recomputation counted
     'megatron-core' Korthikanti et al. 2022, Appendix A, and Megatron-LM's num_floating_point_operations:
                     72 B s l h^2 (1 + s/6h + V/12hl), model FLOPs (B sequences of s tokens, l layers, width h)
-    'roofkit'       :func:`roofkit.training.flops_per_token` (6N plus attention's 12 l H Q s) x tokens
-    'roofkit-causal'  the same with attention counted under the causal mask only, 12 l H Q (s + 1)/2
+    'roofkit'       :func:`roofkit.training.flops_per_token` (6N with the active parameters, plus attention's
+                    12 l H Q s, every score of the T x T matrix) x tokens
+    'roofkit-causal'  what MFU counts (:func:`roofkit.parallel.plan.model_flops_per_token`): attention under
+                    the causal mask, 12 l H Q (s + 1)/2, and no embedding lookup
     """
     from .. import training  # deferred: perf.training imports numpy
 
@@ -115,9 +117,10 @@ def flops_per_step(run: Run, count: str | None = None) -> float:
         return 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
     if count == "megatron-core":
         return 72 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (12 * h * l))
-    if count in ("roofkit", "roofkit-causal"):
-        return training.flops_per_token(M.active_params if M.moe else M.params, M.layers, M.heads, M.head_dim, s,
-                                        causal=count == "roofkit-causal") * run.tokens
+    if count == "roofkit-causal":
+        return model_flops_per_token(M, s) * run.tokens
+    if count == "roofkit":
+        return training.flops_per_token(M.active_params, M.layers, M.heads, M.head_dim, s) * run.tokens
     raise InvalidValue(f"unknown FLOP count {count!r}; expected megatron-eq3, megatron-core or roofkit.")
 
 
