@@ -14,6 +14,7 @@ The modules, one concept each, by the names lessons and scripts import them, and
     fusion     perf/fusion          HBM traffic of op chains; Amdahl        roofkit.fusion.amdahl(0.1, 2)
     layertime  perf/layertime       a decoder layer's time, calibrated      roofkit.layertime.predict("llama-3-8b", ...)
     steptime   perf/steptime        a training micro-batch, kernel by kernel
+    recipe     perf/recipe          the precision of each kernel family     roofkit.recipe.get("fp8-blockwise").dgrad
     comms      perf/comms           collectives, alpha-beta and NCCL's way  roofkit.comms.all_reduce(1e9, 8, "hgx-h100")
     nccl       perf/nccl            NCCL's algorithms, protocols, latencies roofkit.nccl.protocol_share("LL")
     parallel   perf/parallel/       DP/ZeRO/TP/PP/CP/EP: step, MFU, memory  roofkit.parallel.plan("llama-3-70b", ...)
@@ -60,7 +61,8 @@ PUBLIC = {
     "catalog": "catalogs.lookup", "hardware": "catalogs.hardware", "models": "catalogs.models",
     "links": "catalogs.links",
     "roofline": "plots.roofline", "precision": "perf.precision", "training": "perf.training", "fusion": "perf.fusion",
-    "layertime": "perf.layertime", "steptime": "perf.steptime", "comms": "perf.comms", "nccl": "perf.nccl",
+    "layertime": "perf.layertime", "steptime": "perf.steptime", "recipe": "perf.recipe", "comms": "perf.comms",
+    "nccl": "perf.nccl",
     "inference": "perf.inference", "parallel": "perf.parallel",
     "layerview": "plots.layers", "plots_kernels": "plots.kernels", "plots_training": "plots.training",
     "plots_parallel": "plots.parallel", "diagrams": "plots.diagrams", "inference.plot": "plots.serving",

@@ -40,7 +40,28 @@ READS_RIGHT = [
     ("l03.ridge-bf16", "989e12 FLOP/s / 3.35e12 B/s"),
     ("l03.ridge-fp8", "1979 TF/s / 3.35 TB/s"),
     ("l14.tokens-per-gpu", "1 Ki"),  # a count of a power of two may be written in Ki
+    ("l14.fp8-speedup", "1.56x"),
+    ("l14.fp8-speedup", "1.56 times"),
+    ("l14.nodes-per-token", "5.3 nodes"),
+    ("l14.nodes-per-token", "about 5.3"),
     ("l06.loss-scale-normal", "8 Ki"),
+    ("l15.train-compute", "3.25e24 FLOPs"),
+    ("l15.train-compute", "3.3e24"),
+    ("l15.tokens-per-gpu", "1543 tok/s"),
+    ("l15.tokens-per-gpu", "1,543 tokens per second"),
+    ("l15.tokens-per-gpu", "5.56M tokens/h"),  # a rate per hour, read as one
+    ("l15.step-time", "19.9 seconds"),
+    ("l15.mfu-peak", "17%"),
+    ("l15.mfu-peak", "0.171"),
+    ("l15.fp8-where", "Dgrad"),
+    ("l15.fp8-where", "the input gradients"),
+    ("l15.dispatch-ib-bytes", "23.5 kB"),
+    ("l15.dispatch-ib-bytes", "22.9 KiB"),
+    ("l15.dispatch-time", "1.92 ms"),
+    ("l15.dispatch-time", "1923 us"),
+    ("l15.experts-read", "222 experts"),
+    ("l15.ex-ramp-bubble", "38%"),
+    ("l15.ex-ramp-bubble", "15/39"),
 ]
 
 
@@ -75,6 +96,9 @@ ATTEMPTS = [
     ("l13.ex-max-context", "15946", WRONG, "datasheet-memory", "datasheet's memory", "TiB"),
     ("l14.a2a-time", "920 us", WRONG, "both-directions", "one byte per value (BF16 takes 2)", None),
     ("l14.a2a-time", "917 us", WRONG, "both-directions", "one byte per value", None),
+    ("l14.fp8-speedup", "2x", WRONG, "peak-ratio", "Amdahl", None),
+    ("l14.fp8-speedup", "1.6x", WRONG, None, "give 3", None),
+    ("l14.nodes-per-token", "8 nodes", WRONG, "one-node-per-expert", "distinct nodes", None),
     ("l11.mfu", "2.56", WRONG, "training-flops", "An MFU above 1 is impossible", None),
     ("l11.mfu", "1.2", WRONG, "above-one", "An MFU above 1 is impossible", None),
     ("l11.mfu", "0.98", WRONG, "whole-model-n", "the whole model's parameters", None),
@@ -101,6 +125,14 @@ ATTEMPTS = [
     ("l03.ridge-bf16", "989 TFLOP/s / 3.35 TB", WRONG, "unit", "is a rate (per second)", None),
     ("l13.cost-per-million", "$0.032 per 1M bytes", UNREADABLE, None, "a number under a slash counts things", None),
     ("l13.cost-per-million", "$0.032 per GB", WRONG, "unit", "the question asks for USD per million tokens", None),
+    ("l15.train-compute", "5.96e25 FLOP", WRONG, "total-params", "activated parameters", None),
+    ("l15.tokens-per-gpu", "5.56e6", WRONG, "per-hour", "3,600 seconds", None),
+    ("l15.mfu-peak", "34%", WRONG, "other-peak", "the peak it names", None),
+    ("l15.fp8-layer-speedup", "2x", WRONG, "fp8-doubles", "Amdahl", None),
+    ("l15.dispatch-ib-bytes", "59.1 kB", WRONG, "every-copy", "once per node", None),
+    ("l15.dispatch-time", "0.24 ms", WRONG, "bits-as-bytes", "50 GB/s", None),
+    ("l15.experts-read", "512", WRONG, "k-times-b", "Count each expert once", None),
+    ("l15.ex-ramp-bubble", "62.5%", WRONG, "over-m", "(m + p - 1)", None),
 ]
 
 

@@ -27,7 +27,7 @@ from .limits import dp_critical_batch, tp_critical_degree
 from .memory import TENSORS, activation_bytes, layer_params, memory_per_gpu
 from .pipeline import (SCHEDULES, bubble_fraction, bubble_time, chunk_layers, in_flight, layers_in_flight,
     microbatches_for_bubble, schedule)
-from .plan import Plan, plan
+from .plan import MFU_CONVENTION, Plan, model_flops_per_token, plan, tp_collectives
 from .search import search
 from .sharding import (GATHER_APIS, OPS_PER_SLICE, PERSISTENCE_THRESHOLD, POLICIES, ZERO_STAGES, list_slices, policy_of,
                        state_bytes, sync_volume, zero_collectives)
@@ -35,4 +35,5 @@ from .sharding import (GATHER_APIS, OPS_PER_SLICE, PERSISTENCE_THRESHOLD, POLICI
 __all__ = ["ZERO_STAGES", "POLICIES", "GATHER_APIS", "OPS_PER_SLICE", "PERSISTENCE_THRESHOLD", "list_slices", "SCHEDULES", "bubble_fraction", "bubble_time", "microbatches_for_bubble",
            "in_flight", "chunk_layers", "layers_in_flight", "schedule", "dp_critical_batch", "tp_critical_degree", "zero_collectives", "sync_volume",
            "state_bytes", "policy_of", "TENSORS", "activation_bytes", "memory_per_gpu", "layer_params", "expert_all_to_all",
-           "all_to_all_bytes", "A2A_PER_LAYER", "Fabric", "span", "Plan", "plan", "search"]
+           "all_to_all_bytes", "A2A_PER_LAYER", "Fabric", "span", "Plan", "plan", "search", "MFU_CONVENTION",
+           "model_flops_per_token", "tp_collectives"]
