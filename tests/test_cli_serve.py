@@ -126,7 +126,7 @@ def test_json_anywhere_on_the_line(capsys):
     (["--model", "llama-3-8b", "--hw", "h100", "--context", "4096", "--weights-dtype", "int8", "--dtype", "int4"],
      "no int4 peak"),
     (["--model", "llama-3-8b", "--hw", "t4", "--context", "4096"], "no bf16 peak"),
-    (["--model", "llama-3-8b", "--hw", "b200", "--context", "4096", "--calibrated"], "no achievable memory bandwidth"),
+    (["--model", "llama-3-8b", "--hw", "l4", "--context", "4096", "--calibrated"], "no achievable bf16 matmul"),
     (["--model", "llama-3-8b", "--hw", "h100"], "--context"),
     (["--model", "llama-3-8b", "--hw", "h100", "--input-tokens", "128"], "--input-tokens needs --output-tokens"),
     (["--model", "llama-3-8b", "--hw", "h100", "--output-tokens", "128", "--context", "4096"],

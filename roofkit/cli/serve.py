@@ -82,6 +82,9 @@ def cmd_simulate(args) -> None:
     from ..catalogs import hardware, models  # deferred: catalogs.hardware pulls in numpy (through formulas)
     from ..perf.inference import serving, simulate  # deferred: perf.inference pulls in numpy (through formulas)
 
+    if args.ep is not None or args.attention_dp:
+        raise InvalidValue("--ep and --attention-dp are modelled in the steady state (--input-tokens, --output-tokens) "
+                           "and with --context, not in a simulated stream (--request-rate) or --static.")
     if args.static and args.request_rate is not None:
         raise InvalidValue("--static runs one batch from start to end; --request-rate a stream of requests: "
                            "give one of them.")
@@ -182,10 +185,11 @@ def cmd_serve(args) -> None:
     s = serve(args.model, args.hw, gpus=args.gpus, context=args.context, prompt=args.prompt, batch=args.batch,
               dtype=args.dtype, weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, calibrated=args.calibrated,
               input_tokens=args.input_tokens, output_tokens=args.output_tokens, tp=args.tp, pp=args.pp,
-              usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine)
+              usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine, ep=args.ep, attention_dp=args.attention_dp)
     m, acc, plan = models.get(args.model), hardware.get(args.hw), s.memory
     data = s.to_dict()
-    layout = f"tensor parallel {plan.tp}, pipeline {plan.pp}"
+    layout = (f"attention data-parallel over {plan.tp}" if plan.attention_dp else f"tensor parallel {plan.tp}") \
+        + (f", experts over {plan.ep}" if plan.ep > 1 else "") + f", pipeline {plan.pp}"
     if plan.replicas > 1:
         layout = f"{plan.replicas} replicas of {plan.gpus} GPU{'s' if plan.gpus > 1 else ''}, " + layout
     lines = [f"{m.name} on {s.gpus} x {acc.name} ({layout}); "
@@ -251,6 +255,13 @@ def register(sub, common) -> None:
     p.add_argument("--tp", type=count("tp"), help="tensor-parallel GPUs per replica (default: all of --gpus, inside "
                                                   "one NVLink domain; with --tp, --gpus / (tp x pp) replicas)")
     p.add_argument("--pp", type=count("pp"), help="pipeline stages per replica (default 1 with --tp)")
+    p.add_argument("--ep", type=count("ep"), help="a mixture of experts: the GPUs of a replica its routed experts "
+                                                  "spread over, dividing --tp (each expert split over tp / ep; "
+                                                  "default 1)")
+    p.add_argument("--attention-dp", dest="attention_dp", action="store_true",
+                   help="a mixture of experts: attention data-parallel over the --tp GPUs, each with its own "
+                        "sequences and cache and a copy of all but the routed experts (TensorRT-LLM's "
+                        "enable_attention_dp, SGLang's --enable-dp-attention; with --ep tp: the 'DEP' layouts)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--input-tokens", dest="input_tokens", type=tokens("input tokens"),
                       help="a workload: prompt tokens per request (with --output-tokens)")

@@ -30,6 +30,32 @@ In calibrated mode the activations between kernels are kept in 16 bits when the
 math runs in 8 (engines quantize a GEMM's input inside the kernel before it),
 so an FP8 engine reads FP8 weights and an FP8 cache but 2-byte activations.
 
+**A mixture of experts' routed experts** (:class:`Experts`, :meth:`Experts.kernels`)
+run on the tokens of the whole replica, spread over ``ep`` GPUs, each expert split
+over ``etp``: each GPU does 1/ep of the routed rows' work, exactly (calibrated: a
+balanced router) or at least (the bound: no GPU does less than the mean). The
+estimate also pays what an engine runs around the experts' GEMMs (NVIDIA/TensorRT-LLM
+``cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu``,
+``CutlassMoeFCRunner::runMoe``; vllm-project/vllm
+``vllm/model_executor/layers/fused_moe/fused_moe.py``), none of it in the bound:
+
+* the routing ('moe.topk'): each token's k of E router logits picked and normalized,
+  one kernel that reads the logits in FP32 (the router GEMM's output, TensorRT-LLM's
+  DeepSeek-R1 blog, ``docs/source/blogs/tech_blog/blog03_Optimizing_DeepSeek_R1_Throughput_on_NVIDIA_
+  Blackwell_GPUs.md``, "Mix I/O data type for the router GEMM") and writes k expert ids
+  (int32) and weights (FP32); vLLM's ``csrc/moe/topk_softmax_kernels.cu`` is that kernel;
+* the permutation ('moe.permute'): the (token, expert) pairs sorted by expert (TensorRT-LLM's
+  prologue that builds the expert maps, ``fusedBuildExpertMapsSortFirstToken``; vLLM's
+  ``moe_align_block_size``), and in TensorRT-LLM the routed rows copied into that order
+  (``expandInputRowsKernel``: T k / ep rows of d read and written); vLLM's Triton kernel
+  gathers the rows inside its GEMM instead;
+* the grouped GEMMs ('moe.up', 'moe.gate', 'moe.down') at few rows per expert: the share of
+  the matmul rate a grouped GEMM reaches with M = T k / u rows in each of the u experts the
+  tokens reach (:func:`roofkit.routing.experts_touched`), from DeepGEMM's published rates
+  (:func:`roofkit.parallel.experts.grouped_gemm_share`, ``data/grouped_gemm.toml``);
+* with ep > 1, the un-permute ('moe.combine') writes a partial sum for every token of the
+  replica (the reduce-scatter's input), not 1/ep of them.
+
     >>> c = default()
     >>> round(c.floor_s * 1e6, 1), round(c.step_s * 1e3, 2) > 0
     (5.5, True)
@@ -41,13 +67,18 @@ import json
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 
-from ... import dtypes
-from ...catalogs import hardware
+from ... import dtypes, formulas, routing
+from ...catalogs import hardware, models
 from .. import comms, layertime
 from ...errors import InvalidValue
 
 __all__ = ["ENGINES", "DEFAULT_ENGINE", "canonical", "EngineCalibration", "Roofs", "roofs", "activation_dtype",
-           "default", "for_engine", "kernel_time"]
+           "default", "for_engine", "kernel_time", "kernel_seconds", "Experts", "PERMUTES_ROWS"]
+
+PERMUTES_ROWS = ("tensorrt-llm",)  # engines that copy the routed rows into expert order before the GEMMs
+ROUTING_ID_BYTES = 4  # an expert id (int32) and its weight (FP32), per (token, expert) pair, as the engines keep them
+ROUTING_WEIGHT_BYTES = 4
+ROUTER_LOGIT_DTYPE = "fp32"  # the router GEMM's output (TensorRT-LLM's blog03: BF16 in, FP32 out)
 
 ENGINES = comms.SERVING_ENGINES  # vllm, tensorrt-llm, sglang
 DEFAULT_ENGINE = "vllm"  # roofkit's default engine: its memory reserve (memory.RESERVE) and its all-reduce rule
@@ -90,10 +121,68 @@ class Roofs:
         return kernel_time(flops, nbytes, self)
 
 
-def kernel_time(flops: float, nbytes: float, r: Roofs) -> float:
-    """t = max(F/P, Q/BW) for the bound; F/P + Q/BW + t0 calibrated."""
-    math_s, memory_s = flops / r.peak_flops, nbytes / r.bandwidth
+def kernel_time(flops: float, nbytes: float, r: Roofs, share: float = 1.0) -> float:
+    """t = max(F/P, Q/BW) for the bound; F/P + Q/BW + t0 calibrated. ``share``: the part of the matmul rate the
+    kernel reaches (a grouped GEMM at few rows per group, :func:`kernel_seconds`)."""
+    math_s, memory_s = flops / (r.peak_flops * share), nbytes / r.bandwidth
     return (max(math_s, memory_s) if r.overlap else math_s + memory_s) + r.floor_s
+
+
+def kernel_seconds(k: layertime.Kernel, r: Roofs) -> float:
+    """One kernel's time as ``r`` runs it: :func:`kernel_time`, and calibrated, a grouped GEMM (``shape`` =
+    (rows per group, n, k, groups) with more than one group) at the share of the matmul rate DeepGEMM's grouped
+    GEMMs reach at that many rows (:func:`roofkit.parallel.experts.grouped_gemm_share`); the bound keeps the roof."""
+    share = 1.0
+    if r.calibrated and k.kind == "gemm" and k.shape is not None and k.shape[3] > 1:
+        from ..parallel.experts import grouped_gemm_share  # deferred: roofkit.parallel loads its planner
+
+        share = grouped_gemm_share(max(k.shape[0], 1.0))
+    return kernel_time(k.flops, k.bytes, r, share)
+
+
+@dataclass(frozen=True)
+class Experts:
+    """Where a mixture of experts' routed experts run in one step of a replica: ``tokens`` reach them (every
+    token of the replica: tensor parallelism holds them all on each GPU, data-parallel attention gathers them),
+    spread over ``ep`` GPUs, each expert split over ``etp``; ``local_tokens``: the tokens this GPU routes (its
+    router's rows)."""
+
+    model: models.Model
+    tokens: float
+    local_tokens: float
+    ep: int = 1
+    etp: int = 1
+
+    def kernels(self, act, weight_bytes, r: Roofs) -> list[layertime.Kernel]:
+        """One GPU's routed-expert kernels (see the module's docstring): 1/ep of the replica's rows through
+        experts of width d_ff / etp; calibrated, with the routing, the permutation and the grouped GEMMs' share."""
+        m, T, e = self.model, self.tokens, self.ep
+        part = replace(m, moe_d_ff=m.moe_d_ff / self.etp)
+        routed = "uniform" if r.calibrated else "concentrated"
+        ks = [replace(k, flops=k.flops / e, bytes=k.bytes / e)
+              for k in layertime.kernels(part, 1, T, None, act, weights_dtype=weight_bytes, routing=routed)
+              if k.op.startswith("moe.") and k.op != "moe.router"]
+        if not r.calibrated:
+            return ks
+        b, k_, E, d, f = dtypes.bytes_per_element(act), m.experts_per_token, m.experts, m.d_model, part.moe_d_ff
+        u = routing.experts_touched(T, E, k_)
+        rows = T * k_ / u  # each touched expert's rows: the grouped GEMMs' M
+        shapes = {"moe.up": (rows, f, d), "moe.gate": (rows, f, d), "moe.down": (rows, d, f)}
+        out = []
+        for k in ks:
+            if k.name in shapes:
+                k = replace(k, shape=(*shapes[k.name], u / e))
+            elif k.name == "moe.combine" and e > 1:  # a partial sum for every token, for the reduce-scatter
+                k = replace(k, bytes=k.bytes + T * d * b * (1 - 1 / e))
+            out.append(k)
+        L = self.local_tokens
+        logits = dtypes.bytes_per_element(ROUTER_LOGIT_DTYPE)
+        pairs = ROUTING_ID_BYTES + ROUTING_WEIGHT_BYTES
+        topk = formulas.Cost(L * E * formulas.SOFTMAX_FLOPS_PER_ELEMENT, L * E * logits + L * k_ * pairs)
+        sort = T * k_ * pairs + T * k_ / e * pairs  # read every pair, write the maps of the local ones
+        copy = T * k_ / e * d * b * 2 if r.engine in PERMUTES_ROWS else 0.0  # the rows, read and written
+        return [layertime.Kernel("moe.topk", "moe.topk", float(topk.flops), float(topk.bytes), "elementwise"),
+                layertime.Kernel("moe.permute", "moe.permute", 0.0, float(sort + copy), "elementwise")] + out
 
 
 def activation_dtype(dtype, calibrated: bool) -> str:

@@ -97,6 +97,8 @@ class StepTime:
     cached: int = 0  # tokens of each prompt found in the cache (prefix caching), not computed
     engine_s: float = 0.0  # calibrated: the engine's overhead per step
     calibrated: bool = False
+    ep: int = 1  # the GPUs a mixture's routed experts spread over
+    attention_dp: bool = False  # attention data-parallel: ``layer`` is the busiest GPU's, with its own sequences
 
     @property
     def tokens_per_s(self) -> float:
@@ -112,7 +114,8 @@ class StepTime:
         return {"phase": self.phase, "batch": self.batch, "new_tokens": self.new_tokens, "context": self.context,
                 "prompts": self.prompts, "prompt": self.prompt, "time_s": self.time_s, "layers_s": self.layers_s,
                 "output_s": self.output_s, "communication_s": self.communication_s, "engine_s": self.engine_s,
-                "tp": self.tp, "pp": self.pp, "calibrated": self.calibrated, "layer": self.layer.to_dict(),
+                "tp": self.tp, "pp": self.pp, "ep": self.ep, "attention_dp": self.attention_dp,
+                "calibrated": self.calibrated, "layer": self.layer.to_dict(),
                 "notes": list(self.notes)}
 
 
@@ -154,7 +157,7 @@ def _prefill_attention(part, prompts, prompt, cached, act, w_bytes, kv) -> list[
 
 
 def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs,
-           dense=False):
+           dense=False, experts: engine.Experts | None = None):
     """One layer's kernels for the mixed step, timed, as a LayerTime (``dense``: a mixture's dense layer).
 
     Every token of the step goes through the same weight GEMMs, norms and MLP once; the op 'attn' is apart
@@ -164,17 +167,20 @@ def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_byt
     output and reads each sequence's latent cache once, for all its heads (FlashMLA's decoding kernel,
     github.com/deepseek-ai/FlashMLA); a prefill rebuilds K and V from the latent (:func:`_prefill_attention`).
     Under t-way tensor parallelism each GPU holds H / t heads but the whole latent (:func:`shard` leaves
-    d_c alone): every GPU reads every sequence's cache, the known cost of MLA with tensor parallelism
-    (vLLM's and SGLang's data-parallel attention give each GPU its own sequences instead; not modelled).
+    d_c alone): every GPU reads every sequence's cache, the known cost of MLA with tensor parallelism;
+    data-parallel attention gives each GPU its own sequences instead (:func:`step`, ``attention_dp``).
 
     A mixture of experts' tokens reach the experts a balanced router would send them to when
-    calibrated (``uniform``), and the fewest experts in the bound (``concentrated``).
+    calibrated (``uniform``), and the fewest experts in the bound (``concentrated``); ``experts``
+    (:class:`roofkit.inference.engine.Experts`) puts its routed experts' kernels where the layout runs them.
     """
     tokens = batch * new_tokens + prompts * (prompt - cached)
     routing = "uniform" if r.calibrated else "concentrated"
     ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv, dense=dense,
                                        routing=routing)
           if k.op != "attn"]
+    if experts is not None and not dense:  # the routed experts where the layout runs them, for all the tokens
+        ks = [k for k in ks if not k.op.startswith("moe.") or k.op == "moe.router"] + experts.kernels(act, w_bytes, r)
     if batch:
         ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, weights_dtype=w_bytes, kv_dtype=kv)
                if k.op == "attn"]
@@ -187,7 +193,7 @@ def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_byt
     for name, group in ops.items():
         math_s = sum(k.flops / r.peak_flops for k in group)
         memory_s = sum(k.bytes / r.bandwidth for k in group)
-        time_s = sum(r.time(k.flops, k.bytes) for k in group)
+        time_s = sum(engine.kernel_seconds(k, r) for k in group)
         floors = r.floor_s * len(group)
         bound = "floor" if floors > time_s - floors else ("compute" if math_s > memory_s else "memory")
         out.append(layertime.OpTime(name, sum(k.flops for k in group), sum(k.bytes for k in group), time_s, bound,
@@ -202,7 +208,7 @@ def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_byt
 
 def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dtype="bf16", weights_dtype=None,
          kv_dtype=None, calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None,
-         cached=0) -> StepTime:
+         cached=0, ep=None, attention_dp=False) -> StepTime:
     """One step of a replica: ``batch`` sequences decode ``new_tokens`` each with ``context`` tokens cached,
     and ``prompts`` prompts of ``prompt`` tokens are prefilled (either may be absent). ``cached``: the first
     tokens of each prompt already in the cache (a shared prefix, prefix caching): only the rest is computed,
@@ -210,7 +216,18 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
 
     ``dtype`` is the math's precision (and the activations', 16 bits at least when
     calibrated); ``weights_dtype`` and ``kv_dtype`` default to it. ``gpus``, ``tp``,
-    ``pp``: the layout (:func:`roofkit.inference.memory.layout`), one replica's step.
+    ``pp``, ``ep``, ``attention_dp``: the layout (:func:`roofkit.inference.memory.layout`), one replica's step.
+
+    With ``attention_dp`` each of the t GPUs runs attention, the dense MLPs, the shared experts and the
+    output layer on its own sequences, with whole weights, and no all-reduce; before each expert layer the
+    replica's tokens are gathered onto every GPU and the experts' outputs reduce-scattered back
+    (TensorRT-LLM's default for attention data parallelism, ``tensorrt_llm/_torch/modules/fused_moe/
+    communication/allgather_reducescatter.py``: "AllGather + ReduceScatter ... post-quant dispatch
+    (quantize -> allgather)", the tokens in the experts' format, :func:`_expert_exchange`). The step
+    lasts as long as its busiest GPU (TensorRT-LLM, ``docs/source/blogs/tech_blog/blog10_ADP_Balance_
+    Strategy.md``: "the iteration time is dominated by the slowest rank"): the bound spreads the
+    sequences and the prompts evenly, a scheduler's best; the estimate keeps a prompt whole on one
+    GPU, as round-robin scheduling does (:func:`_busiest_prompts`).
     """
     m, acc = models.get(model), hardware.get(hw)
     _supported(m)
@@ -227,28 +244,39 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     c = 0.0 if not B else float(nonnegative(context, "context"))
     if B and not c:
         raise InvalidValue("a decode step needs its context: the tokens each sequence has cached (at least 1).")
-    lay = memory.layout(m, acc, gpus, tp, pp)
+    lay = memory.layout(m, acc, gpus, tp, pp, ep, attention_dp)
     key = dtypes.canonical(dtype)
     r = engine.roofs(acc, key, calibrated, calibration)
     act = engine.activation_dtype(key, calibrated)
     fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
     kv = dtypes.canonical(key if kv_dtype is None else kv_dtype)
-    part = shard(m, lay.tp)
+    ranks = lay.tp if lay.attention_dp else 1  # data-parallel attention: each GPU its own sequences
+    part = shard(m, 1 if lay.attention_dp else lay.tp)
     # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)
     micro = lay.pp if lay.pp > 1 and B + share >= lay.pp else 1
-    args = (part, B / micro, n, c, share / micro, P, S if share else 0, act,
-            None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight,
+    mine = _busiest_prompts(share, ranks, r.calibrated)  # the prompts of the busiest GPU
+    tokens = (B * n + share * (P - S)) / micro  # the replica's tokens: what its experts see
+    experts = None if not m.moe else engine.Experts(m, tokens, (B / ranks * n + mine * (P - S)) / micro, lay.ep,
+                                                    lay.etp)
+    w_bytes = None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight
+    args = (part, B / ranks / micro, n, c, mine / micro, P, S if share else 0, act, w_bytes,
             None if kv == act else kv, r)
-    layer = dataclasses.replace(_layer(*args), accelerator=acc.key)
+    layer = dataclasses.replace(_layer(*args, experts=experts), accelerator=acc.key)
     dense = m.layers - m.moe_layers if m.moe else 0  # a mixture's layers without experts (Maverick's: every other)
     dense_s = _layer(*args, dense=True).time_s if dense else 0.0
-    rows = (B * n + share) / micro  # the output layer: every new token of a decoding sequence, each prompt's last
-    head = formulas.gemm(rows, m.vocab / lay.tp, m.d_model, act, dtypes.bytes_per_element(weights.other_dtype(fmt)))
+    rows = (B / ranks * n + mine) / micro  # the output layer: each decoding sequence's new tokens, each prompt's last
+    head = formulas.gemm(rows, m.vocab / (lay.tp // ranks), m.d_model, act,  # data-parallel: the whole vocabulary
+                         dtypes.bytes_per_element(weights.other_dtype(fmt)))
     output_s = micro * r.time(head.flops, head.bytes)
     notes = []
     communication = 0.0
-    activations = (B * n + share * (P - S)) / micro * m.d_model * dtypes.bytes_per_element(act)
-    if lay.tp > 1:  # two all-reduces per layer, for each micro-batch on its stage's L / p layers: 2 L in all
+    activations = tokens * m.d_model * dtypes.bytes_per_element(act)
+    if lay.attention_dp and lay.tp > 1:  # no all-reduce; each expert layer gathers and scatters the tokens
+        if lay.link is None:
+            notes.append(f"the catalog has no scale-up link for {acc.name}: the experts' token exchange not counted")
+        else:
+            communication += m.moe_layers * _expert_exchange(m, lay, tokens, fmt, act, r)
+    elif lay.tp > 1:  # two all-reduces per layer, for each micro-batch on its stage's L / p layers: 2 L in all
         if lay.link is None:
             notes.append(f"the catalog has no scale-up link for {acc.name}: tensor-parallel communication not counted")
         else:
@@ -267,11 +295,52 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=total, layers_s=layers_s,
                     output_s=output_s, communication_s=communication, tp=lay.tp, pp=lay.pp, layer=layer,
                     notes=notes, prompts=share, prompt=P, cached=S if share else 0, engine_s=r.step_s,
-                    calibrated=r.calibrated)
+                    calibrated=r.calibrated, ep=lay.ep, attention_dp=lay.attention_dp)
+
+
+def _busiest_prompts(prompts, ranks, calibrated) -> float:
+    """The prompts the busiest of ``ranks`` data-parallel GPUs prefills in a step that carries ``prompts``.
+
+    The bound spreads them evenly, p / t (what TensorRT-LLM's ADP balance strategy approaches: its
+    blog10 measures the mean rank's tokens at 54% of the slowest rank's with round-robin scheduling,
+    88% with the strategy, DeepSeek-V3 on 8 GB200s).
+    The estimate keeps each prompt (or its chunk) whole on one GPU, round robin: a step that carries a
+    prompt waits for one whole prompt at least, max(p / t, min(p, 1)) on average over the steps.
+    """
+    if ranks == 1 or not prompts:
+        return prompts
+    return max(prompts / ranks, min(prompts, 1.0)) if calibrated else prompts / ranks
+
+
+def _expert_exchange(m, lay, tokens, fmt, act, r: engine.Roofs) -> float:
+    """Seconds of one expert layer's token exchange under data-parallel attention, the replica's ``tokens`` in all.
+
+    Estimate: TensorRT-LLM's all-gather of every GPU's tokens in the experts' format (post-quant dispatch:
+    d elements in the weights' format, at most the activations') with their k expert ids and weights, then a
+    reduce-scatter of the experts' partial outputs in the activations' precision, over the tp GPUs. Bound:
+    the least a router could send (:func:`roofkit.parallel.experts.copies`, ``least``: the token's experts on
+    its own GPU first, so nothing leaves while a GPU holds k whole experts; each expert split over etp GPUs
+    is reached on all of them), dispatched and combined at line rate.
+    """
+    from ..parallel import experts  # deferred: roofkit.parallel loads its planner
+
+    t, d, k = lay.tp, m.d_model, m.experts_per_token
+    b = dtypes.bytes_per_element(act)
+    if r.calibrated:
+        element = min(fmt.bytes_per_weight, b)
+        pairs = engine.ROUTING_ID_BYTES + engine.ROUTING_WEIGHT_BYTES
+        gather = comms.all_gather(tokens * (d * element + k * pairs), t, lay.link, calibrated=True).time_s
+        return gather + comms.reduce_scatter(tokens * d * b, t, lay.link, calibrated=True).time_s
+    # the GPUs a token must reach: its experts' least groups of ep, each expert split over etp GPUs, but its own
+    reached = (experts.copies(k, m.experts, lay.ep, lay.ep, least=True)["nvlink"] + 1) * lay.etp - 1
+    sent = reached * tokens / t * d * b
+    # an all-to-all of n GPUs sends (n - 1)/n of its buffer: the buffer whose share for others is the bytes sent
+    return 2 * comms.all_to_all(sent * t / (t - 1), t, lay.link).time_s if sent else 0.0
 
 
 def decode_step(model, hw, batch=1, context=4096, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
-                calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None) -> StepTime:
+                calibrated=False, new_tokens=1, group=None, calibration=None, tp=None, pp=None, ep=None,
+                attention_dp=False) -> StepTime:
     """One decode step: ``batch`` sequences, each with ``context`` tokens cached, make ``new_tokens`` each (1).
 
     ``weights_dtype`` and ``kv_dtype`` default to ``dtype`` (the activations and the peak).
@@ -280,15 +349,15 @@ def decode_step(model, hw, batch=1, context=4096, gpus=1, dtype="bf16", weights_
     whole(batch, "batch")
     whole(context, "context")
     return step(model, hw, batch, context, 0, None, gpus, dtype, weights_dtype, kv_dtype, calibrated, new_tokens,
-                group, calibration, tp, pp)
+                group, calibration, tp, pp, ep=ep, attention_dp=attention_dp)
 
 
 def prefill(model, hw, prompt=4096, batch=1, gpus=1, dtype="bf16", weights_dtype=None, kv_dtype=None,
-            calibrated=False, group=None, calibration=None, tp=None, pp=None) -> StepTime:
+            calibrated=False, group=None, calibration=None, tp=None, pp=None, ep=None, attention_dp=False) -> StepTime:
     """The prefill of ``batch`` prompts of ``prompt`` tokens (causal), up to the first token's logits."""
     B = whole(batch, "batch")
     return step(model, hw, 0, None, B, prompt, gpus, dtype, weights_dtype, kv_dtype, calibrated, 1, group,
-                calibration, tp, pp)
+                calibration, tp, pp, ep=ep, attention_dp=attention_dp)
 
 
 def ttft(model, hw, prompt=4096, **options) -> float:

@@ -56,6 +56,26 @@ a TPU pod; :mod:`roofkit.links`), the largest t that divides both the GPUs and t
 query heads, and pipeline stages for the rest, p = n / t. Given t (and p), the
 GPUs hold n / (t p) replicas, each serving its own requests; a plan is one replica's.
 
+A mixture of experts may spread its routed experts over ``ep`` of the t GPUs
+(expert parallelism: each holds E / ep of them, each expert split over t / ep,
+TensorRT-LLM's ``moe_expert_parallel_size`` x ``moe_tensor_parallel_size`` = tp),
+and run attention data-parallel (``attention_dp``, the "DEP" layouts of TensorRT-LLM's
+``enable_attention_dp``, SGLang's ``--enable-dp-attention``, vLLM's data-parallel
+attention): each of the t GPUs keeps its own sequences and their cache, with a
+whole copy of the attention, the dense MLPs, the shared experts, the router and the
+embeddings (TensorRT-LLM, ``docs/source/blogs/tech_blog/blog03_Optimizing_DeepSeek_R1_
+Throughput_on_NVIDIA_Blackwell_GPUs.md``, "Parallel strategy": attention, shared experts,
+router DP8, sparse experts EP8). The replica then holds t copies of everything but the
+routed experts, and one copy of each cached token instead of tensor parallelism's
+(the latent of MLA on every GPU): "the duplication factor is equal to the TP group
+size, thus 8x for TP8" (the same blog, "Data Parallel for Attention module").
+
+    >>> tp8 = plan("deepseek-v3", "b200", 8, 3072, 1, "fp4", "fp8", tp=8, engine="tensorrt-llm")
+    >>> dep8 = plan("deepseek-v3", "b200", 8, 3072, 1, "fp4", "fp8", tp=8, ep=8, attention_dp=True,
+    ...             engine="tensorrt-llm")
+    >>> tp8.kv_replication, dep8.kv_replication, dep8.max_batch > 4 * tp8.max_batch
+    (8.0, 1.0, True)
+
     >>> p = plan("llama-3-70b", "h100", gpus=8, context=8192)
     >>> p.fits, p.max_batch, (p.tp, p.pp)
     (True, 176, (8, 1))
@@ -78,7 +98,7 @@ from . import engine as eng
 from . import kvcache, weights
 
 __all__ = ["RESERVE", "Layout", "layout", "MemoryPlan", "plan", "max_batch", "max_context", "min_gpus",
-           "kv_replication", "reserve_fraction", "OF_FREE"]
+           "kv_replication", "reserve_fraction", "OF_FREE", "routed_bytes", "replica_weights_bytes"]
 
 RESERVE = 0.10  # of each GPU's memory: vLLM's default gpu_memory_utilization = 0.9
 TRTLLM_RESERVE = 0.10  # of the memory the weights leave: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction = 0.9
@@ -110,54 +130,106 @@ def reserve_fraction(engine=None, tp=1, reserve=None) -> float:
 @dataclass(frozen=True)
 class Layout:
     """How n GPUs serve a model: ``replicas`` copies, each ``tp``-way tensor parallel inside ``link`` (a scale-up
-    link) and ``pp`` pipeline stages; ``gpus`` counts them all."""
+    link) and ``pp`` pipeline stages; ``gpus`` counts them all. A mixture of experts' routed experts spread over
+    ``ep`` of the tp GPUs, each split over tp / ep; ``attention_dp``: the tp GPUs run attention (and everything
+    but the routed experts) data-parallel, each on its own sequences."""
 
     gpus: int
     tp: int
     pp: int
     link: str | None  # the scale-up link's catalog key, None when the catalog has none for the accelerator
     replicas: int = 1
+    ep: int = 1
+    attention_dp: bool = False
 
     @property
     def gpus_per_replica(self) -> int:
         return self.tp * self.pp
 
+    @property
+    def etp(self) -> int:
+        """The GPUs each routed expert is split over: tp / ep."""
+        return self.tp // self.ep
+
     def to_dict(self) -> dict:
         return asdict(self) | {"gpus_per_replica": self.gpus_per_replica}
 
 
-def layout(model, hw, gpus=1, tp=None, pp=None) -> Layout:
+def layout(model, hw, gpus=1, tp=None, pp=None, ep=None, attention_dp=False) -> Layout:
     """The layout of ``gpus`` GPUs: given ``tp`` (and ``pp``, default 1), gpus / (tp pp) replicas; given neither,
     one replica with tensor parallelism inside the scale-up domain (the largest t dividing the GPUs and the
-    heads) and pipeline stages across."""
+    heads) and pipeline stages across. ``ep`` (default 1) and ``attention_dp``: a mixture of experts' expert
+    parallelism and data-parallel attention over the tp GPUs of a replica (see the module's docstring)."""
     m, acc, n = models.get(model), hardware.get(hw), whole(gpus, "gpus")
+    if not isinstance(attention_dp, bool):
+        raise InvalidValue(f"attention_dp must be True or False; got {attention_dp!r}.")
+    e = 1 if ep is None else whole(ep, "ep")
+    if (e > 1 or attention_dp) and not m.moe:
+        what = f"ep = {e}" if e > 1 else "attention_dp"
+        raise InvalidValue(f"{what} spreads a mixture of experts' experts over the GPUs, but {m.name} has none: "
+                           "for data parallelism give tp (gpus / tp replicas, each with its own requests).")
     domain = links.scale_up(acc)
     size = domain.gpus if domain is not None and domain.gpus is not None else None
     link = domain.key if domain is not None else None
     if tp is None and pp is None:
         reach = min(n, size) if size is not None else n
-        t = max(t for t in range(1, reach + 1) if n % t == 0 and m.heads % t == 0)
-        return Layout(gpus=n, tp=t, pp=n // t, link=link)
+        t = max(t for t in range(1, reach + 1) if n % t == 0 and (attention_dp or m.heads % t == 0))
+        return _with_experts(m, Layout(gpus=n, tp=t, pp=n // t, link=link), e, attention_dp)
     t = 1 if tp is None else whole(tp, "tp")
     p = 1 if pp is None else whole(pp, "pp")
     if n % (t * p):
         raise InvalidValue(f"gpus ({n}) must be a multiple of tp x pp ({t} x {p} = {t * p}): each replica of the "
                            "model takes tp x pp GPUs.")
-    if m.heads % t:
+    if m.heads % t and not attention_dp:
         raise InvalidValue(f"tp must divide the {m.heads} query heads of {m.name}; got {t}.")
     if size is not None and t > size:
         raise InvalidValue(f"tp = {t} spans more than one scale-up domain ({size} GPUs on {link}): tensor "
                            "parallelism needs its all-reduces on the fast link; use pp for the rest.")
     if p > m.layers:
         raise InvalidValue(f"pp must be at most the {m.layers} layers of {m.name}; got {p}.")
-    return Layout(gpus=n, tp=t, pp=p, link=link, replicas=n // (t * p))
+    return _with_experts(m, Layout(gpus=n, tp=t, pp=p, link=link, replicas=n // (t * p)), e, attention_dp)
 
 
-def kv_replication(model, tp: int) -> float:
-    """How many copies of each cached element ``tp``-way tensor parallelism keeps (1 while t <= H_kv)."""
+def _with_experts(m, lay: Layout, ep: int, attention_dp: bool) -> Layout:
+    """``lay`` with its experts' layout, checked: ep divides tp and the experts; attention_dp without pipeline."""
+    if ep > 1 and (lay.tp % ep or m.experts % ep):
+        choices = [e for e in range(1, lay.tp + 1) if lay.tp % e == 0 and m.experts % e == 0]
+        raise InvalidValue(f"ep must divide tp = {lay.tp} (the GPUs of a replica the experts spread over, each "
+                           f"expert split over tp / ep) and the {m.experts} experts of {m.name}; got {ep}; choose "
+                           f"among {', '.join(map(str, choices))}.")
+    if attention_dp and lay.pp > 1:
+        raise InvalidValue(f"attention_dp with pp = {lay.pp}: data-parallel attention is modelled in one pipeline "
+                           "stage (pp = 1); give tp and gpus / tp replicas.")
+    return replace(lay, ep=ep, attention_dp=attention_dp)
+
+
+def kv_replication(model, tp: int, attention_dp=False) -> float:
+    """How many copies of each cached element ``tp``-way tensor parallelism keeps (1 while t <= H_kv); data-parallel
+    attention keeps one (each GPU its own sequences')."""
     m = models.get(model)
     t = whole(tp, "tp")
+    if attention_dp:
+        return 1.0
     return float(t) if m.mla else t / min(t, m.kv_heads)
+
+
+def routed_bytes(model, weights_dtype="bf16", group=None) -> float:
+    """Bytes of a mixture's routed experts (every one of them, in ``weights_dtype``): what expert parallelism
+    spreads over the GPUs, while data-parallel attention copies the rest onto each (0 for a dense model)."""
+    m = models.get(model)
+    fmt = weights.weight_format(weights_dtype, group)
+    # the layers' matrices with and without the routed experts (Model._layers_params, routed = 0: shared ones only)
+    return (m.layer_matrix_params - m._layers_params(0)[0]) * fmt.bytes_per_weight if m.moe else 0.0
+
+
+def replica_weights_bytes(model, lay: Layout, weights_dtype="bf16", group=None) -> float:
+    """The weights one replica of ``lay`` holds: one copy of the model, or with data-parallel attention a copy of
+    all but the routed experts on each of its tp GPUs and one copy of the experts spread over them."""
+    W = weights.weights_bytes(model, weights_dtype, group)
+    if not lay.attention_dp:
+        return W
+    experts = routed_bytes(model, weights_dtype, group)
+    return lay.tp * (W - experts) + experts
 
 
 @dataclass(frozen=True)
@@ -190,6 +262,8 @@ class MemoryPlan:
     replicas: int = 1
     shared_bytes: float = 0.0  # a prefix cached once for all the sequences (prefix caching), in kv_bytes
     engine: str = eng.DEFAULT_ENGINE  # whose reserve: of all the memory (vLLM, SGLang), of what the weights leave
+    ep: int = 1  # the GPUs of a replica a mixture's routed experts spread over
+    attention_dp: bool = False  # attention data-parallel over the tp GPUs: each keeps its own sequences' cache
 
     def with_batch(self, batch) -> "MemoryPlan":
         """The same plan for ``batch`` sequences: nothing but what the batch changes is computed again."""
@@ -254,11 +328,12 @@ def min_gpus(model, hw, weights_dtype="bf16", reserve=None, group=None, engine=N
 
 
 def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtype="bf16", reserve=None,
-         group=None, tp=None, pp=None, shared=0, engine=None) -> MemoryPlan:
+         group=None, tp=None, pp=None, shared=0, engine=None, ep=None, attention_dp=False) -> MemoryPlan:
     """The memory plan of ``model`` on ``gpus`` x ``hw``, ``batch`` sequences of ``context`` tokens per replica
-    (``tp``, ``pp``: see :func:`layout`). ``shared``: tokens cached once for all the sequences beside their own
-    ``context`` (a common prefix kept by prefix caching). ``engine`` ('vllm', the default, 'tensorrt-llm',
-    'sglang') sets what the reserve is a fraction of, and ``reserve`` (default: the engine's) how much."""
+    (``tp``, ``pp``, ``ep``, ``attention_dp``: see :func:`layout`). ``shared``: tokens cached once for all the
+    sequences beside their own ``context`` (a common prefix kept by prefix caching). ``engine`` ('vllm', the
+    default, 'tensorrt-llm', 'sglang') sets what the reserve is a fraction of, and ``reserve`` (default: the
+    engine's) how much."""
     m, acc = models.get(model), hardware.get(hw)
     s, B = whole(context, "context"), whole(batch, "batch")
     name = eng.canonical(eng.DEFAULT_ENGINE if engine is None else engine)
@@ -266,20 +341,24 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
         raise InvalidValue(f"the catalog has no memory capacity for {acc.name}.")
     kv_key = dtypes.canonical(kv_dtype)
     fmt = weights.weight_format(weights_dtype, group)
-    lay = layout(m, acc, gpus, tp, pp)
+    lay = layout(m, acc, gpus, tp, pp, ep, attention_dp)
     r = reserve_fraction(name, lay.tp, reserve)
     n = lay.gpus_per_replica
     capacity = n * acc.capacity_bytes
-    W = weights.weights_bytes(m, fmt)
+    W = replica_weights_bytes(m, lay, fmt)
     reserved = r * (max(0.0, capacity - W) if name in OF_FREE else capacity)
     per_token = kvcache.bytes_per_token(m, kv_key)
-    repl = kv_replication(m, lay.tp)
+    repl = kv_replication(m, lay.tp, lay.attention_dp)
     common = whole(shared, "shared tokens", 0) * per_token * repl
     free = capacity - reserved - W - common
     notes = []
     if repl > 1:
         notes.append(f"tensor parallelism over {lay.tp} GPUs keeps {repl:g} copies of the cache "
                      + ("(the latent is shared by every head)" if m.mla else f"({m.kv_heads} K/V heads)"))
+    if lay.attention_dp:
+        notes.append(f"attention data-parallel over {lay.tp} GPUs: each keeps its own sequences' cache and a copy of "
+                     f"all but the routed experts, which spread over {lay.ep} GPU{'s' if lay.ep > 1 else ''}"
+                     + (f" (each expert split over {lay.etp})" if lay.etp > 1 else ""))
     batch_max = max(0, math.floor(free / (s * per_token * repl))) if free >= 0 else 0
     context_max = max(0, math.floor(free / (B * per_token * repl))) if free >= 0 else 0
     if m.context and s > m.context:
@@ -291,7 +370,7 @@ def plan(model, hw, gpus=1, context=4096, batch=1, weights_dtype="bf16", kv_dtyp
                       kv_bytes=B * s * per_token * repl + common,
                       free_bytes=free, max_batch=batch_max, max_context=context_max,
                       min_gpus=min_gpus(m, acc, fmt, r, engine=name, tp=lay.tp), notes=notes, replicas=lay.replicas,
-                      shared_bytes=common, engine=name)
+                      shared_bytes=common, engine=name, ep=lay.ep, attention_dp=lay.attention_dp)
 
 
 def max_batch(model, hw, gpus=1, context=4096, **options) -> int:

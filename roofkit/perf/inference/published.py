@@ -1,6 +1,6 @@
 """Published serving runs: what engines measured, what roofkit predicts for them, and the one fitted constant.
 
-Two sets of rows ship with roofkit (``roofkit/data/published/``, each row with its source):
+Four sets of rows ship with roofkit (``roofkit/data/published/``, each row with its source):
 
 * ``serving.json``, the fitting set: TensorRT-LLM's maximum throughput for Llama 3.1 8B
   on an H100 (four workloads) and its time to first token at batch 1 for Llama 2 7B
@@ -8,7 +8,14 @@ Two sets of rows ship with roofkit (``roofkit/data/published/``, each row with i
   (:mod:`roofkit.inference.engine`) on these rows and nothing else;
 * ``serving_heldout.json``, rows never used to fit anything: other models, GPUs,
   tensor-parallel layouts, workloads and engines. They check that the model
-  generalizes (``benchmarks/published_serving.py`` prints both sets).
+  generalizes (``benchmarks/published_serving.py`` prints every set);
+* ``serving_frontier.json`` (:func:`frontier`) and ``serving_frontier_heldout.json``
+  (:func:`frontier_heldout`): TensorRT-LLM in NVFP4 on B200 and GB200 and in FP8 on Hopper,
+  mixtures of experts, DeepSeek-R1 with attention data parallelism and expert parallelism
+  (the rows' ``ep`` and ``attention_dp``, :func:`roofkit.inference.memory.layout`). The
+  first file is the frontier's fitting split, used to develop the mechanisms of the
+  estimate (never to fit a constant: :func:`fit` keeps to ``serving.json``, so the one
+  fitted number, t_step, means the same for every set); the second checks them.
 
 :func:`predict` gives roofkit's figure for a row, the bound (default) or
 calibrated; :func:`compare` a row per run with the published figure beside it
@@ -36,8 +43,8 @@ from .memory import plan
 from .preemption import offline
 from .workload import Workload, steady_state
 
-__all__ = ["Run", "runs", "heldout", "engine_of", "predict", "rounds", "preempted", "speed", "compare", "fit",
-           "KINDS"]
+__all__ = ["Run", "runs", "heldout", "frontier", "frontier_heldout", "SETS", "engine_of", "predict", "rounds",
+           "preempted", "speed", "compare", "fit", "KINDS"]
 
 KINDS = ("throughput", "ttft")
 
@@ -63,6 +70,13 @@ class Run:
     requests: int | None = None  # an offline run's requests, all handed over at once
     preemption: str | None = None  # how the engine frees cache when it runs out ("recompute"), None: it never does
     profile_tokens: int = 0  # the profiling pass the engine sizes its cache after (vLLM's max_num_batched_tokens)
+    ep: int | None = None  # a mixture's expert-parallel GPUs (trtllm-bench --ep), None: 1
+    attention_dp: bool = False  # attention data-parallel over the tp GPUs (TensorRT-LLM's enable_attention_dp)
+
+    @property
+    def layout(self) -> dict:
+        """The layout's options for roofkit: gpus, tp, ep, attention_dp."""
+        return dict(gpus=self.gpus, tp=self.tp, ep=self.ep, attention_dp=self.attention_dp)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,6 +104,23 @@ def heldout() -> tuple[Run, ...]:
     return _load("serving_heldout.json")
 
 
+@lru_cache(maxsize=1)
+def frontier() -> tuple[Run, ...]:
+    """The frontier's fitting split (``serving_frontier.json``): TensorRT-LLM's FP4 Blackwell columns, v1.0 era.
+    Not what :func:`fit` fits t_step on (see the module's docstring)."""
+    return _load("serving_frontier.json")
+
+
+@lru_cache(maxsize=1)
+def frontier_heldout() -> tuple[Run, ...]:
+    """The frontier's held-out rows (``serving_frontier_heldout.json``): a later release's DEP layouts and
+    per-GPU figures, DeepSeek-R1, Hopper FP8 mixtures of experts, fixed concurrencies."""
+    return _load("serving_frontier_heldout.json")
+
+
+SETS = {"fitting": runs, "heldout": heldout, "frontier": frontier, "frontier_heldout": frontier_heldout}
+
+
 def engine_of(run: Run) -> str:
     """The row's engine as roofkit names it ('vllm', 'tensorrt-llm', 'sglang'): its ``engine``, else the first word
     of its ``case`` (every fitting row is TensorRT-LLM's and says so there)."""
@@ -108,7 +139,7 @@ def predict(run: Run, calibrated=False, calibration: engine.EngineCalibration | 
     name = engine_of(run)
     if calibrated:
         calibration = engine.for_engine(name, calibration)
-    options = dict(gpus=run.gpus, tp=run.tp, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
+    options = dict(**run.layout, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
                    calibration=calibration, engine=name)
     if run.kind == "ttft":
         return steady_state(run.model, run.hw, run.isl, 1, batch=1, **options).ttft_s
@@ -130,7 +161,7 @@ def rounds(run: Run, calibration: engine.EngineCalibration | None = None) -> flo
     """
     B, n = _batch(run), run.requests
     name = engine_of(run)
-    options = dict(gpus=run.gpus, tp=run.tp, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True,
+    options = dict(**run.layout, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True,
                    calibration=engine.for_engine(name, calibration), engine=name)
     full, rest = divmod(n, B)
     seconds = 0.0
@@ -142,7 +173,8 @@ def rounds(run: Run, calibration: engine.EngineCalibration | None = None) -> flo
 
 
 def _replicas(run: Run) -> int:
-    return plan(run.model, run.hw, run.gpus, 1, 1, run.dtype, run.kv_dtype, tp=run.tp).replicas
+    return plan(run.model, run.hw, run.gpus, 1, 1, run.dtype, run.kv_dtype, tp=run.tp, ep=run.ep,
+                attention_dp=run.attention_dp).replicas
 
 
 def preempted(run: Run, calibration: engine.EngineCalibration | None = None):
@@ -163,7 +195,7 @@ def _batch(run: Run) -> int | None:
         return None
 
     fits = plan(run.model, run.hw, run.gpus, Workload(run.isl, run.osl).footprint, 1, run.dtype, run.kv_dtype,
-                tp=run.tp, engine=engine_of(run)).max_batch
+                tp=run.tp, engine=engine_of(run), ep=run.ep, attention_dp=run.attention_dp).max_batch
     return max(1, min(run.batch, fits))
 
 

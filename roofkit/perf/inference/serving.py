@@ -95,7 +95,8 @@ class Serving:
             "tpot_s": self.tpot_s, "ttft_s": self.ttft_s, "tokens_per_s": rate, "reserve_bytes": m.reserve_bytes,
             "batch": self.batch, "capacity_bytes": m.capacity_bytes,
             "usd_per_million_tokens": self.usd_per_million_tokens,
-            "model": m.model, "accelerator": m.accelerator, "gpus": self.gpus, "tp": m.tp, "pp": m.pp,
+            "model": m.model, "accelerator": m.accelerator, "gpus": self.gpus, "tp": m.tp, "pp": m.pp, "ep": m.ep,
+            "attention_dp": m.attention_dp,
             "replicas": m.replicas, "gpus_per_replica": m.gpus,
             "dtype": self.dtype, "weights_dtype": m.weights_dtype, "kv_dtype": m.kv_dtype, "context": m.context,
             "prompt": self.prompt, "calibrated": self.calibrated,
@@ -116,12 +117,13 @@ class Serving:
 
 def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16", weights_dtype=None, kv_dtype=None,
           calibrated=False, reserve=None, input_tokens=None, output_tokens=None, tp=None, pp=None,
-          usd_per_gpu_hour=None, calibration=None, engine=None) -> Serving:
+          usd_per_gpu_hour=None, calibration=None, engine=None, ep=None, attention_dp=False) -> Serving:
     """Memory, TTFT, TPOT, throughput and cost of ``model`` on ``gpus`` x ``hw`` (see the module docstring).
 
     Give a workload (``input_tokens`` and ``output_tokens``) or a ``context`` (4,096 when neither is given).
     ``engine`` ('vllm', the default, 'tensorrt-llm', 'sglang'): whose memory reserve and, calibrated, whose
-    tensor-parallel all-reduce.
+    tensor-parallel all-reduce. ``ep``, ``attention_dp``: a mixture of experts' experts spread over ``ep`` of a
+    replica's tp GPUs, and attention data-parallel over them (:func:`roofkit.inference.memory.layout`).
     """
     m = models.get(model)
     key = dtypes.canonical(dtype)
@@ -134,9 +136,10 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
         if context is not None or prompt is not None:
             raise InvalidValue("give a workload (input and output tokens) or a context (and a prompt), not both.")
         return _workload(m, hw, n, input_tokens, output_tokens, batch, key, wd, kd, calibrated, reserve, tp, pp,
-                         price, calibration, engine)
+                         price, calibration, engine, ep, attention_dp)
     C = 4096 if context is None else context
-    plan = memory.plan(m, hw, n, C, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp, engine=engine)
+    plan = memory.plan(m, hw, n, C, 1 if batch is None else batch, wd, kd, reserve, tp=tp, pp=pp, engine=engine,
+                       ep=ep, attention_dp=attention_dp)
     P = plan.context if prompt is None else whole(prompt, "prompt")
     if P > plan.context:
         raise InvalidValue(f"prompt ({P:,} tokens) must not exceed context ({plan.context:,}): the context holds the "
@@ -144,9 +147,9 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
     notes = []
     if not plan.fits:
         notes.append("the batch does not fit in memory: its times are what it would take if it did")
-    notes += _latent_notes(m, plan.tp)
+    notes += _latent_notes(m, plan.tp, plan.attention_dp)
     options = dict(gpus=n, dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated, tp=tp, pp=pp,
-                   calibration=workload._for_engine(engine, calibrated, calibration))
+                   calibration=workload._for_engine(engine, calibrated, calibration), ep=ep, attention_dp=attention_dp)
     step = latency.decode_step(m, hw, plan.batch, plan.context, **options)
     first = latency.prefill(m, hw, P, **options)
     critical = _critical(m, hw, plan.context, plan.gpus, key, wd, kd, notes)
@@ -156,23 +159,23 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
 
 
 def _workload(m, hw, n, I, O, batch, key, wd, kd, calibrated, reserve, tp, pp, price, calibration,
-              engine=None) -> Serving:
+              engine=None, ep=None, attention_dp=False) -> Serving:
     w = workload.Workload(whole(I, "input tokens"), whole(O, "output tokens"))
     s = workload.steady_state(m, hw, w.input_tokens, w.output_tokens, n, batch, key, wd, kd, calibrated, calibration,
-                              tp, pp, reserve, engine=engine)
-    notes = list(s.notes) + _latent_notes(m, s.plan.tp)
+                              tp, pp, reserve, engine=engine, ep=ep, attention_dp=attention_dp)
+    notes = list(s.notes) + _latent_notes(m, s.plan.tp, s.plan.attention_dp)
     critical = _critical(m, hw, round(w.average_context), s.plan.gpus, key, wd, kd, notes)
     return Serving(s.plan, key, w.input_tokens, bool(calibrated), s.ttft_s, s.tpot_s, critical, s.step, None,
                    notes, gpus=n, steady=s, usd_per_gpu_hour=price)
 
 
-def _latent_notes(m, tp) -> list[str]:
+def _latent_notes(m, tp, attention_dp=False) -> list[str]:
     """What latent attention does to the times under tensor parallelism (DeepSeek-V2, V3)."""
-    if not m.mla or tp == 1:
+    if not m.mla or tp == 1 or attention_dp:
         return []
     return [f"latent attention over {tp} tensor-parallel GPUs: each holds {m.heads // tp} heads but every "
             "sequence's whole latent cache, and reads all of it each decode step (data-parallel attention, "
-            "as vLLM and SGLang offer, gives each GPU its own sequences instead: not modelled)"]
+            "attention_dp / --attention-dp, gives each GPU its own sequences instead)"]
 
 
 def _critical(m, hw, context, gpus, key, wd, kd, notes) -> int | None:

@@ -158,11 +158,14 @@ class SteadyState:
 
 def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dtype="bf16", weights_dtype=None,
                  kv_dtype=None, calibrated=False, calibration=None, tp=None, pp=None, reserve=None,
-                 token_budget=TOKEN_BUDGET, group=None, prefix=0, engine=None) -> SteadyState:
+                 token_budget=TOKEN_BUDGET, group=None, prefix=0, engine=None, ep=None,
+                 attention_dp=False) -> SteadyState:
     """The steady state of continuous batching (see the module's docstring); ``batch`` per replica.
 
     ``engine`` ('vllm', the default, 'tensorrt-llm', 'sglang'): whose memory reserve
-    (:func:`roofkit.inference.memory.plan`) and, calibrated, whose tensor-parallel all-reduce."""
+    (:func:`roofkit.inference.memory.plan`) and, calibrated, whose tensor-parallel all-reduce. ``ep`` and
+    ``attention_dp``: a mixture of experts' expert parallelism and data-parallel attention
+    (:func:`roofkit.inference.memory.layout`); ``batch`` is then the requests of all the replica's GPUs."""
     m = models.get(model)
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"), prefix)
     budget = whole(token_budget, "token budget")
@@ -170,7 +173,7 @@ def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dty
     wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     calibration = _for_engine(engine, calibrated, calibration)
     plan = memory.plan(m, hw, gpus, w.footprint, 1 if batch is None else batch, wd, kd, reserve, group, tp, pp,
-                       w.cached, engine=engine)
+                       w.cached, engine=engine, ep=ep, attention_dp=attention_dp)
     notes = []
     if batch is None:
         B = max(1, plan.max_batch)
@@ -185,7 +188,8 @@ def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dty
     if m.context and w.length > m.context:
         notes.append(f"a request of {w.length:,} tokens is beyond the {m.context:,} {m.name} was released for")
     options = dict(gpus=gpus, dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated,
-                   calibration=calibration, tp=tp, pp=pp, group=group, cached=w.cached)
+                   calibration=calibration, tp=tp, pp=pp, group=group, cached=w.cached, ep=ep,
+                   attention_dp=attention_dp)
     I, O = w.input_tokens, w.output_tokens
     chunks = math.ceil((I - w.cached) / budget)
     if O == 1:  # every step prefills: B prompts at once, each making its one token
@@ -200,9 +204,11 @@ def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dty
         share = max(p, 1 / chunks) if chunks == 1 else min(max(p, 1 / chunks), budget / (I - w.cached))
         own = step if share == p else latency.step(m, hw, B, w.average_context, share, I, **options)
         first = chunks * own.time_s
-        if p * (I - w.cached) > budget:
-            notes.append(f"each step would prefill {p * (I - w.cached):,.0f} prompt tokens, more than the token "
-                         f"budget ({budget:,}): an engine with that budget cannot keep {B} requests in flight")
+        ranks = plan.tp if plan.attention_dp else 1  # data-parallel attention: a budget per GPU
+        if p / ranks * (I - w.cached) > budget:
+            notes.append(f"each step would prefill {p / ranks * (I - w.cached):,.0f} prompt tokens"
+                         f"{' per GPU' if ranks > 1 else ''}, more than the token budget ({budget:,}): an engine "
+                         f"with that budget cannot keep {B} requests in flight")
     notes += [n for n in step.notes if n not in notes]
     return SteadyState(workload=w, batch=B, replicas=plan.replicas, step=step, ttft_s=first, tpot_s=tpot,
                        chunks=chunks, plan=plan, token_budget=budget, notes=notes)

@@ -1,0 +1,192 @@
+"""The frontier serving rows, attention data parallelism with expert parallelism, and what an engine pays around
+a mixture of experts' GEMMs.
+
+Every expected figure is worked out here from the models' published shapes (DeepSeek-V3 report, arXiv:2412.19437,
+section 4.2: d = 7168, 61 layers of which the first 3 dense, 256 routed experts of width 2048, 8 per token, a latent
+of 512 + 64 per token; Qwen3-30B-A3B's config.json: 48 layers, d = 2048, 128 experts of width 768, 8 per token),
+from the sources the code cites (TensorRT-LLM's DeepSeek-R1 blog03 and blog10, DeepGEMM's README), or from the
+published rows themselves: none is read back from the code.
+"""
+
+import json
+import math
+from importlib import resources
+
+import pytest
+
+from roofkit import comms
+from roofkit.catalogs import hardware, links, models
+from roofkit.errors import InvalidValue
+from roofkit.perf.inference import engine, latency, memory, published, serving, weights
+
+from helpers import run, run_json
+
+D, LAYERS, DENSE, EXPERTS, WIDTH, TOP_K, LATENT = 7168, 61, 3, 256, 2048, 8, 512 + 64  # DeepSeek-V3
+
+
+def _op(step, name):
+    return next(op for op in step.layer.ops if op.name == name)
+
+
+# --- the rows -------------------------------------------------------------------------------------------------------
+
+
+def test_the_frontier_rows_load_with_their_layouts():
+    fit, held = published.frontier(), published.frontier_heldout()
+    assert (len(fit), len(held)) == (18, 15)
+    assert published.runs() != fit and published.SETS["fitting"] is published.runs  # t_step's fit keeps to serving.json
+    text = resources.files("roofkit").joinpath("data/published/serving_frontier_heldout.json").read_text("utf-8")
+    for row, run_ in zip(json.loads(text), held):
+        assert run_.attention_dp == row.get("attention_dp", False) and run_.ep == row.get("ep")
+        if "published_tokens_per_s_per_gpu" in row:  # the per-GPU table: published is that times the GPUs
+            assert row["published"] == row["published_tokens_per_s_per_gpu"] * row["gpus"], row["case"]
+    dep = [r for r in held if "DEP" in r.case]
+    assert len(dep) == 8 and all(r.attention_dp and r.ep == r.tp == r.gpus for r in dep)
+
+
+def test_no_frontier_row_beats_its_bound():
+    for run_ in published.frontier() + published.frontier_heldout():
+        assert published.speed(run_, published.predict(run_)) >= 1, run_.case
+
+
+# --- attention data parallelism: memory ----------------------------------------------------------------------------
+
+
+def test_data_parallel_attention_keeps_one_copy_of_the_cache_and_each_gpu_a_copy_of_all_but_the_experts():
+    kw = dict(gpus=8, context=3072, batch=1, weights_dtype="fp4", kv_dtype="fp8", tp=8, engine="tensorrt-llm")
+    tp8 = memory.plan("deepseek-v3", "b200", **kw)
+    dep8 = memory.plan("deepseek-v3", "b200", ep=8, attention_dp=True, **kw)
+    # the routed experts: 58 expert layers x 256 experts x 3 matrices of 7168 x 2048, MXFP4 (0.5 + 1/32 bytes)
+    experts = (LAYERS - DENSE) * EXPERTS * 3 * D * WIDTH * (0.5 + 1 / 32)
+    everything = weights.weights_bytes("deepseek-v3", "fp4")
+    assert memory.routed_bytes("deepseek-v3", "fp4") == pytest.approx(experts)
+    assert dep8.weights_bytes == pytest.approx(8 * (everything - experts) + experts)
+    # "the duplication factor is equal to the TP group size, thus 8x for TP8" (TensorRT-LLM blog03, ADP)
+    assert (tp8.kv_replication, dep8.kv_replication) == (8.0, 1.0)
+    capacity = 8 * hardware.get("b200").capacity_bytes
+    free = capacity - 0.1 * (capacity - dep8.weights_bytes) - dep8.weights_bytes  # TensorRT-LLM: 90% of what's left
+    per_sequence = 3072 * LAYERS * LATENT * 1  # FP8: one byte an element
+    assert dep8.max_batch == math.floor(free / per_sequence)
+    assert 7 < dep8.max_batch / tp8.max_batch <= 8  # the more copies of the rest cost a little of the 8x
+    assert memory.routed_bytes("llama-3-70b") == 0
+
+
+def test_a_dep_step_gives_each_gpu_its_own_sequences_latent_cache():
+    B, short, long_ = 64, 1000, 3000
+    kw = dict(gpus=8, tp=8, dtype="fp8")
+
+    def per_token(**layout):  # attention's bytes per more cached token, one GPU, one layer
+        a, b = (latency.decode_step("deepseek-v3", "h200", B, c, **kw, **layout) for c in (short, long_))
+        return (_op(b, "attn").bytes - _op(a, "attn").bytes) / (long_ - short)
+
+    assert per_token() == B * LATENT  # tensor parallelism: every GPU reads every sequence's latent
+    assert per_token(ep=8, attention_dp=True) == B / 8 * LATENT  # data-parallel: its own eighth
+    # and whole heads: the 128 heads' absorbed decode FLOPs of its 8 sequences (DeepSeek-V2, section 2.1.2)
+    dep = latency.decode_step("deepseek-v3", "h200", B, short, ep=8, attention_dp=True, **kw)
+    assert _op(dep, "attn").flops == pytest.approx(
+        B / 8 * (2 * 128 * 128 * 512 + 128 * short * (2 * LATENT + 5 + 2 * 512) + 2 * 128 * 512 * 128))
+    assert dep.attention_dp and dep.ep == 8 and dep.communication_s == 0.0  # the bound: experts local, nothing sent
+
+
+def test_each_expert_parallel_gpu_does_an_ep_th_of_the_routed_work():
+    B, ep = 256, 4
+    step = latency.decode_step("deepseek-v3", "b200", B, 2048, gpus=4, tp=4, ep=ep, attention_dp=True,
+                               dtype="fp8")
+    up = _op(step, "moe.up")
+    # the bound: the replica's 256 tokens, each through 8 experts, all routed to the same 8 (the fewest weights);
+    # a quarter of the rows' FLOPs and of the bytes on each GPU, FP8 (one byte an element)
+    assert up.flops == pytest.approx(2 * B * TOP_K * D * WIDTH / ep)
+    assert up.bytes == pytest.approx((B * TOP_K * D + TOP_K * D * WIDTH + B * TOP_K * WIDTH) / ep)
+    # attention's projections are the GPU's own 64 sequences' through whole weights: W^DKV and W^KR, 7168 x 576
+    assert _op(step, "kv.down").flops == pytest.approx(2 * B / 4 * D * LATENT)
+
+
+def test_the_estimate_gathers_the_tokens_in_the_experts_format_and_scatters_the_outputs():
+    B, t = 512, 8
+    step = latency.decode_step("deepseek-v3", "b200", B, 2048, gpus=t, tp=t, ep=t, attention_dp=True,
+                               dtype="fp4", kv_dtype="fp8", calibrated=True)
+    link = links.scale_up(hardware.get("b200")).key
+    # TensorRT-LLM's AllGather + ReduceScatter: every token's d elements in MXFP4 with its 8 int32 ids and FP32
+    # weights, all-gathered; the experts' BF16 partial sums reduce-scattered; once per expert layer (58)
+    gathered = comms.all_gather(B * (D * (0.5 + 1 / 32) + TOP_K * 8), t, link, calibrated=True).time_s
+    scattered = comms.reduce_scatter(B * D * 2, t, link, calibrated=True).time_s
+    assert step.communication_s == pytest.approx((LAYERS - DENSE) * (gathered + scattered))
+
+
+def test_the_estimate_waits_for_the_gpu_with_a_whole_prompt():
+    # blog10: "the iteration time is dominated by the slowest rank"; a step carrying half a prompt on average
+    # carries a whole one on one of the 4 GPUs every other step: half a prompt's work at the slowest, not an eighth
+    B, P, prompts = 128, 1000, 0.5
+    kw = dict(gpus=4, tp=4, ep=4, attention_dp=True, dtype="fp8", kv_dtype="fp8")
+    for calibrated, share in ((False, prompts / 4), (True, prompts)):
+        step = latency.step("deepseek-v3", "h200", B, 1500, prompts, P, calibrated=calibrated, **kw)
+        assert _op(step, "kv.down").flops == pytest.approx(2 * (B / 4 + share * P) * D * LATENT), calibrated
+
+
+# --- what the estimate pays around the experts' GEMMs ----------------------------------------------------------------
+
+
+def test_routing_permutation_and_grouped_gemms_by_hand():
+    T, d, E, k, f = 256, 2048, 128, 8, 768  # Qwen3-30B-A3B, a decode step of 256 sequences on one B200
+    trt = latency.decode_step("qwen3-30b-a3b", "b200", T, 2048, dtype="fp4", kv_dtype="fp8", calibrated=True,
+                              calibration=engine.for_engine("tensorrt-llm"))
+    vllm = latency.decode_step("qwen3-30b-a3b", "b200", T, 2048, dtype="fp4", kv_dtype="fp8", calibrated=True,
+                               calibration=engine.for_engine("vllm"))
+    # top-k of 128 FP32 logits a token, 8 int32 ids and 8 FP32 weights written
+    assert _op(trt, "moe.topk").bytes == T * E * 4 + T * k * 8
+    # the sort reads every (token, expert) pair and writes their maps; TensorRT-LLM also copies the 2,048 rows
+    # (BF16 between kernels in the estimate) into expert order, read and written; vLLM gathers them in its GEMM
+    pairs = T * k * 8 + T * k * 8
+    assert _op(vllm, "moe.permute").bytes == pairs
+    assert _op(trt, "moe.permute").bytes == pairs + T * k * d * 2 * 2
+    bound = latency.decode_step("qwen3-30b-a3b", "b200", T, 2048, dtype="fp4", kv_dtype="fp8")
+    assert not {"moe.topk", "moe.permute"} & {op.name for op in bound.layer.ops}  # none of it in the bound
+    # the grouped GEMM: 256 x 8 rows over the 128 (1 - (1 - 8/128)^256) experts they reach, 16 rows each, below
+    # DeepGEMM's smallest published M (256 rows, 4 groups): its share there, the mean of its two shapes' rates over
+    # their largest-M ones: (932 / 1346 + 815 / 1214) / 2
+    touched = E * (1 - (1 - k / E) ** T)
+    assert T * k / touched < 256
+    share = (932 / 1346 + 815 / 1214) / 2
+    roofs = engine.roofs("b200", "fp4", True, engine.for_engine("tensorrt-llm"))
+    up = _op(trt, "moe.up")
+    assert up.time_s == pytest.approx(up.flops / (roofs.peak_flops * share) + up.bytes / roofs.bandwidth
+                                      + roofs.floor_s)
+
+
+def test_the_bound_keeps_the_roof_for_grouped_gemms():
+    step = latency.decode_step("qwen3-30b-a3b", "b200", 256, 2048, dtype="fp4")
+    up = _op(step, "moe.up")
+    acc = hardware.get("b200")
+    assert up.time_s == pytest.approx(max(up.flops / acc.peak("fp4"), up.bytes / acc.memory_bandwidth()))
+
+
+# --- the serving API, the command line, and bad input ---------------------------------------------------------------
+
+
+def test_serve_and_the_command_line_take_the_dep_layout(capsys):
+    s = serving.serve("qwen3-235b-a22b", "h200", gpus=8, tp=8, ep=8, attention_dp=True, dtype="fp8",
+                      input_tokens=1000, output_tokens=1000, engine="tensorrt-llm")
+    assert s.memory.attention_dp and s.memory.ep == 8 and s.memory.kv_replication == 1
+    data = run_json(capsys, "serve", "--model", "qwen3-235b-a22b", "--hw", "h200", "--gpus", 8, "--tp", 8, "--ep", 8,
+                    "--attention-dp", "--dtype", "fp8", "--input-tokens", 1000, "--output-tokens", 1000,
+                    "--engine", "tensorrt-llm")
+    assert (data["ep"], data["attention_dp"], data["max_batch"]) == (8, True, s.memory.max_batch)
+    assert data["tokens_per_s"] == pytest.approx(s.tokens_per_s)
+    code, out, err = run(capsys, "serve", "--model", "qwen3-235b-a22b", "--hw", "h200", "--gpus", 8, "--tp", 8,
+                         "--ep", 3, "--context", 4096)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "ep must divide tp = 8" in err and "got 3; choose among 1, 2, 4, 8" in err
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(model="llama-3-70b", tp=8, attention_dp=True), r"attention_dp spreads a mixture of experts' experts .*"
+                                                         r"Llama 3 70B has none"),
+    (dict(model="llama-3-70b", tp=8, ep=2), r"ep = 2 spreads .* Llama 3 70B has none"),
+    (dict(model="qwen3-235b-a22b", gpus=6, tp=6, ep=6, attention_dp=True), r"ep must divide tp = 6 .* 128 experts "
+                                                                            r".* got 6; choose among 1, 2\."),
+    (dict(model="qwen3-235b-a22b", tp=4, pp=2, attention_dp=True), r"attention_dp with pp = 2"),
+    (dict(model="qwen3-235b-a22b", tp=8, attention_dp="yes"), r"attention_dp must be True or False; got 'yes'"),
+])
+def test_bad_layouts_name_the_value_and_the_choices(options, message):
+    with pytest.raises(InvalidValue, match=message):
+        memory.layout(options.pop("model"), "h200", options.pop("gpus", 8), **options)
