@@ -20,6 +20,13 @@ and HBM bytes Q. Two models of a kernel's time:
   and each step pays the engine once more, t_step: scheduling, sampling, the
   launch of its graph, the host's work between steps.
 
+  An engine whose host overlaps its work for the next step with the GPU's (TensorRT-LLM's
+  overlap scheduler, on by default) still cannot step faster than its host: with h seconds of
+  host work per request in flight (:data:`HOST_S_PER_REQUEST`, where an engine publishes it),
+  a GPU that runs n requests takes max(T, n h) a step (:func:`roofkit.inference.latency.step`).
+  At a few hundred requests that is nothing; a small mixture of experts on a large GPU holds
+  thousands, and its host, not the GPU, sets the pace. The bound counts none of it.
+
 t0 is lesson 11's per-kernel floor, fitted on measured H200 layers
 (:func:`roofkit.layertime.default_calibration`); t_step is the one constant
 fitted on the published serving runs shipped with roofkit
@@ -73,12 +80,18 @@ from .. import comms, layertime
 from ...errors import InvalidValue
 
 __all__ = ["ENGINES", "DEFAULT_ENGINE", "canonical", "EngineCalibration", "Roofs", "roofs", "activation_dtype",
-           "default", "for_engine", "kernel_time", "kernel_seconds", "Experts", "PERMUTES_ROWS"]
+           "default", "for_engine", "kernel_time", "kernel_seconds", "Experts", "PERMUTES_ROWS",
+           "HOST_S_PER_REQUEST"]
 
 PERMUTES_ROWS = ("tensorrt-llm",)  # engines that copy the routed rows into expert order before the GEMMs
 ROUTING_ID_BYTES = 4  # an expert id (int32) and its weight (FP32), per (token, expert) pair, as the engines keep them
 ROUTING_WEIGHT_BYTES = 4
 ROUTER_LOGIT_DTYPE = "fp32"  # the router GEMM's output (TensorRT-LLM's blog03: BF16 in, FP32 out)
+# The engine's host work per request in flight per step (scheduling, sampling's bookkeeping, the responses), where
+# one is published: TensorRT-LLM's PyTorch executor, NVIDIA/TensorRT-LLM pull request 10273 (GB200, GPT-OSS-120B,
+# ADP2, max_batch_size 1536 a rank, "scenarios where the host overhead is the bottleneck"): "the average per
+# iteration host_step_time is 45.11 ms" with the C++ scheduler, 1,536 requests a rank: 29.4 µs a request.
+HOST_S_PER_REQUEST = {"tensorrt-llm": 45.11e-3 / 1536}
 
 ENGINES = comms.SERVING_ENGINES  # vllm, tensorrt-llm, sglang
 DEFAULT_ENGINE = "vllm"  # roofkit's default engine: its memory reserve (memory.RESERVE) and its all-reduce rule
@@ -115,6 +128,7 @@ class Roofs:
     overlap: bool = True  # max(F/P, Q/BW) (the bound); False: F/P + Q/BW
     calibrated: bool = False
     engine: str = DEFAULT_ENGINE  # calibrated: whose tensor-parallel all-reduce the step runs (the bound: fastest)
+    host_s_per_request: float = 0.0  # calibrated: the engine's host work per request in flight per step
 
     def time(self, flops: float, nbytes: float) -> float:
         """One kernel's time (see the module's docstring)."""
@@ -208,7 +222,8 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
         return Roofs(acc.peak(key), acc.memory_bandwidth())
     cal = calibration or default()
     return Roofs(acc.peak(key, achievable=True), layertime.achievable_bandwidth(acc)[0], cal.floor_s, cal.step_s,
-                 overlap=False, calibrated=True, engine=cal.engine)
+                 overlap=False, calibrated=True, engine=cal.engine,
+                 host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0))
 
 
 _DEFAULT: list[EngineCalibration] = []

@@ -30,7 +30,12 @@ max(F/P, Q/BW) at the datasheet's roofs by default, or ``calibrated=True``
   token of each prompt in a prefill; every new token in decode). The embedding
   lookup and the final norm are left out (a few rows, one vector).
 * communication: Megatron tensor parallelism all-reduces the activations twice
-  per layer (:func:`roofkit.comms.all_reduce` on the scale-up link); pipeline
+  per layer on the scale-up link (:func:`roofkit.comms.tensor_parallel_all_reduce`):
+  the bound takes the fastest algorithm an engine has, which at decode sizes is a
+  one-shot kernel of one round whatever t (vLLM's custom all-reduce,
+  vllm-project/vllm pull request 2192; TensorRT-LLM's ONESHOT), not NCCL's ring of
+  2 (t - 1) steps; calibrated, the algorithm the engine picks at that size, at
+  measured figures. Pipeline
   stages send them on (:func:`roofkit.comms.p2p`). With p stages the batch goes
   through in p micro-batches, so a round (every sequence one token further) is
   L layers at a micro-batch of B / p, and a single request still crosses all p stages.
@@ -99,6 +104,7 @@ class StepTime:
     calibrated: bool = False
     ep: int = 1  # the GPUs a mixture's routed experts spread over
     attention_dp: bool = False  # attention data-parallel: ``layer`` is the busiest GPU's, with its own sequences
+    host_s: float = 0.0  # calibrated: the engine's host work for the busiest GPU's requests; the step lasts as long
 
     @property
     def tokens_per_s(self) -> float:
@@ -114,6 +120,7 @@ class StepTime:
         return {"phase": self.phase, "batch": self.batch, "new_tokens": self.new_tokens, "context": self.context,
                 "prompts": self.prompts, "prompt": self.prompt, "time_s": self.time_s, "layers_s": self.layers_s,
                 "output_s": self.output_s, "communication_s": self.communication_s, "engine_s": self.engine_s,
+                "host_s": self.host_s,
                 "tp": self.tp, "pp": self.pp, "ep": self.ep, "attention_dp": self.attention_dp,
                 "calibrated": self.calibrated, "layer": self.layer.to_dict(),
                 "notes": list(self.notes)}
@@ -291,11 +298,18 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
             communication += (lay.pp - 1 if micro == 1 else lay.pp) * comms.p2p(activations, link).time_s
     layers_s = (m.layers - dense) * layer.time_s + dense * dense_s  # each stage: L / p layers, p micro-batches
     phase = "mixed" if B and share else ("decode" if B else "prefill")
-    total = layers_s + output_s + communication + r.step_s
-    return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=total, layers_s=layers_s,
+    gpu_s = layers_s + output_s + communication + r.step_s
+    # the engine's host prepares the next step while the GPU runs this one (TensorRT-LLM's overlap scheduler): the
+    # step lasts as long as the slower of the two; the host works for the requests of its GPU (its own sequences
+    # and prompts under data-parallel attention)
+    host = (B / ranks + mine) * r.host_s_per_request
+    if host > gpu_s:
+        notes.append(f"host-bound: the engine's host work for {B / ranks + mine:,.0f} requests ({host * 1e3:.1f} ms) "
+                     f"outlasts the GPU's step ({gpu_s * 1e3:.1f} ms)")
+    return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=max(gpu_s, host), layers_s=layers_s,
                     output_s=output_s, communication_s=communication, tp=lay.tp, pp=lay.pp, layer=layer,
                     notes=notes, prompts=share, prompt=P, cached=S if share else 0, engine_s=r.step_s,
-                    calibrated=r.calibrated, ep=lay.ep, attention_dp=lay.attention_dp)
+                    calibrated=r.calibrated, ep=lay.ep, attention_dp=lay.attention_dp, host_s=host)
 
 
 def _busiest_prompts(prompts, ranks, calibrated) -> float:
@@ -383,9 +397,12 @@ def fewest_gpus(model, hw, tpot_s, batch=1, context=4096, dtype="bf16", weights_
     """The fewest GPUs, tensor parallel inside one scale-up domain, on which ``batch`` sequences fit and decode
     at ``context`` in at most ``tpot_s`` seconds per token; None when no domain is enough.
 
-    More GPUs split the weights' and the caches' reads, but each layer's two
-    all-reduces cost at least 2 (t - 1) link latencies however small the step:
-    sharded decode has a floor, and past it more GPUs buy nothing.
+    More GPUs split the weights' and the caches' reads, but not what a step pays
+    however little it reads: each layer's two all-reduces, a round of
+    synchronization each (one-shot) whatever t; in the calibrated estimate also
+    each kernel's floor and the engine's overhead per step. So the gain of each
+    doubling shrinks, sharded decode has a floor, and below it more GPUs inside
+    the domain buy nothing (None).
     """
     m, acc = models.get(model), hardware.get(hw)
     target = positive(tpot_s, "tpot_s")
