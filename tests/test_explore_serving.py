@@ -123,3 +123,59 @@ def test_the_memory_bar_is_a_share_of_one_gpu():
     assert [round(bar.get_width(), 4) for bar in top.patches[:3]] == [
         round(g[k] / g["capacity_bytes"], 4) for k in ("reserve_bytes", "weights_bytes", "kv_bytes")]
     assert any(t.get_text() == "47.7 GB in use" for t in top.texts)
+
+
+# --- the queue explorer --------------------------------------------------------------------------------------------
+
+
+def test_queue_state_is_the_simulation():
+    from roofkit.course.explore.serving import queue_state
+
+    state = queue_state("llama-3-8b", "h100", 1000, 200, 32.0, requests=2000)
+    run = plot.simulation("llama-3-8b", "h100", 1000, 200, 32.0, requests=2000)
+    for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p99_s", "requests_per_s", "tokens_per_s", "goodput"):
+        assert state[k] == run.to_dict()[k], k
+    assert state["capacity"] == plot.capacity("llama-3-8b", "h100", 1000, 200)
+    assert state["load"] == pytest.approx(32 / state["capacity"]) and state["meets"] is True
+    assert state["lone_ttft_s"] < state["ttft_p50_s"] < state["ttft_p99_s"] < state["slo_ttft_s"]
+
+
+def test_queue_summary_is_the_starting_text(capsys):
+    from roofkit.course.explore.serving import queue_explorer, queue_summary
+
+    explorer = queue_explorer(requests=2000)
+    assert capsys.readouterr().out.strip() == queue_summary(rate=32.0, requests=2000)
+    assert queue_summary(requests=2000).startswith("Llama 3 8B on 1 x H100 SXM5 80GB, 1,000 in / 200 out, "
+                                                   "32 requests/s (90% of its capacity, 35.8/s): TTFT median")
+    assert repr(explorer) == "queue explorer (widgets: run the notebook live to move the request rate)"
+    assert "roofkit-queue" in explorer.label._dom_classes and "roofkit-rate" in explorer.inputs["rate"]._dom_classes
+
+
+def test_queue_callbacks_move_the_rate_and_keep_its_share():
+    from roofkit.course.explore.serving import QUEUE_LOADS, build_queue_explorer
+
+    explorer = build_queue_explorer(requests=2000)
+    rate = explorer.inputs["rate"]
+    assert rate.value == 32.0 and QUEUE_LOADS[rate.index] == 0.9 and "p99" in _text(explorer)
+    rate.value = rate.options[-1][1]  # 150% of the capacity: the queue grows, the target is missed
+    assert explorer.state["rate"] == rate.value and explorer.state["meets"] is False
+    assert explorer.state["ttft_p99_s"] > explorer.state["slo_ttft_s"]
+    assert explorer.state["goodput"] < explorer.state["requests_per_s"]
+    explorer.inputs["hw"].value = "h200"  # a faster server: the same share of a larger capacity
+    assert QUEUE_LOADS[rate.index] == 1.5 and explorer.state["hw"] == "h200"
+    assert explorer.state["capacity"] > plot.capacity("llama-3-8b", "h100", 1000, 200)
+    explorer.inputs["model"].value = "llama-3-70b"  # 140 GB of BF16 weights on one H200: roofkit says so
+    assert explorer.state["error"] and "do not fit" in _text(explorer)
+    explorer.inputs["gpus"].value = 2
+    assert explorer.state["error"] is None and explorer.state["gpus"] == 2 and "goodput" in _text(explorer)
+
+
+def test_queue_bad_starting_values_name_the_choices():
+    from roofkit.course.explore.serving import build_queue_explorer
+
+    with pytest.raises(InvalidValue, match=r"load must be one of 0.1, 0.25"):
+        build_queue_explorer(load=0.8)
+    with pytest.raises(InvalidValue, match=r"input_tokens must be one of 128, 256"):
+        build_queue_explorer(input_tokens=1024)
+    with pytest.raises(UnknownName):
+        build_queue_explorer(model="llama-9")

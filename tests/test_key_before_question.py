@@ -267,7 +267,6 @@ KNOWN_NEAR_TODAY: set[tuple[str, str]] = {
     ("l13.prefill-per-step", "4096"), ("l13.prefill-per-step", "4,096"),
     ("l13.cost-per-million", "31.5"), ("l13.cost-per-million", "32.3"),
     ("l13.paged-waste", "79.6"),
-    ("l13.worked-throughput", "32,768"), ("l13.worked-throughput", "32768"),
     ("l13.ex-fewest-gpus", "4.0"),
     ("l14.dp-critical-batch", "2198"), ("l14.dp-critical-batch", "2,200"),
 }

@@ -86,8 +86,11 @@ def before(tmp_path_factory):
 def test_nccl_s_nvlink_latency_has_one_home(tmp_path, before):
     after = _probe(tmp_path, {"nccl.toml": ("[hw_latency_us.nvlink]\nring = { LL = 0.6,",
                                             "[hw_latency_us.nvlink]\nring = { LL = 1.1,")})
-    for name in ("link_latency", "nvlink4_latency", "nccl_latency", "l13_allreduce_floor"):
+    for name in ("link_latency", "nvlink4_latency", "nccl_latency"):
         assert after[name] == pytest.approx(before[name] * 1.1 / 0.6, rel=1e-12), name
+    # lesson 13's one-shot floor: 160 all-reduces, each one round of the link's latency (plus its bytes)
+    assert after["l13_allreduce_floor"] - before["l13_allreduce_floor"] == pytest.approx(80 * 2 * (1.1 - 0.6) * 1e-6,
+                                                                                       rel=1e-9)
     for name in ("all_reduce_s", "cli_comm_s"):  # the α-β model, and NCCL's ring as the bound runs it
         assert after[name] > before[name] * 1.3, name  # latency-bound: most of the time is hops
     assert re.search(r": 0\.6 µs per hop", before["lesson_13_alpha"]) and \

@@ -1,12 +1,13 @@
 """The serving figures: latency and throughput against the batch, where the memory goes, the latency-throughput
-frontier, and roofkit's figures against published ones.
+frontier, a server under a stream of requests, and roofkit's figures against published ones.
 
     fig = plot_batch("llama-3-70b", "h100", gpus=8, context=8192)    # TPOT and tokens/s, the memory limit marked
     fig = plot_memory(memory.plan("llama-3-70b", "h100", 8, 8192, batch=64))   # one GPU's memory as a bar
     fig = plot_frontier("llama-3-70b", "h100", 1000, 1000, dtype="fp8")      # per user vs per GPU, over batch and GPUs
+    fig = plot_queue(queue_sweep("llama-3-8b", "h100", 1000, 200))  # p50/p99 TTFT, throughput, goodput vs the rate
     fig = plot_published(published.compare())                        # predicted against published, both modes
 
-:func:`batch_sweep` computes the curve (no matplotlib); the figures are
+:func:`batch_sweep` and :func:`queue_sweep` compute the curves (no matplotlib); the figures are
 matplotlib ``Figure`` objects (not tracked by pyplot: end a notebook cell with
 ``fig``). The explorer of :mod:`roofkit.explore.serving` draws both, one above
 the other, as :class:`MemoryBar` and :class:`BatchCurve`: the same pictures on
@@ -17,16 +18,21 @@ their own, once per model, accelerator, count and precisions).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 
 from ..catalogs import hardware, models
-from ..units import whole
+from ..errors import InvalidValue
+from ..units import positive, whole
 from ..perf.inference import latency, memory
+from ..perf.inference import simulate as simulator
 from ..perf.inference.workload import steady_state
 from . import style
 
 __all__ = ["batch_sweep", "plot_batch", "plot_memory", "draw_batch", "draw_memory", "BATCHES", "frontier",
-           "plot_frontier", "plot_published", "GPU_COUNTS", "MemoryBar", "BatchCurve"]
+           "plot_frontier", "plot_published", "GPU_COUNTS", "MemoryBar", "BatchCurve", "LOADS", "capacity",
+           "simulation", "queue_sweep", "crossing", "draw_queue", "plot_queue"]
 
 BATCHES = tuple(2**e for e in range(11))  # 1 .. 1024
 GPU_COUNTS = (1, 2, 4, 8)
@@ -178,6 +184,174 @@ def plot_frontier(model, hw, input_tokens, output_tokens, gpu_counts=GPU_COUNTS,
     ax.set_title(title or f"{models.get(model).name} on {acc.name.removeprefix(acc.vendor + ' ')}, "
                           f"{input_tokens:,} in / {output_tokens:,} out, {'calibrated' if calibrated else 'bound'}",
                  fontsize=style.SIZE["label"])
+    return fig
+
+
+# --- a server under a stream of requests ---------------------------------------------------------------------
+
+LOADS = (0.25, 0.5, 0.9, 1.0, 1.05, 1.2, 1.5)  # a sweep's request rates, as shares of the capacity: denser at the knee
+
+
+def _model_options(model, hw, gpus, dtype, calibrated):
+    """The arguments the cached runs are kept by: names, not objects (a catalog model or accelerator by its key)."""
+    return (model if isinstance(model, str) else models.get(model).key,
+            hw if isinstance(hw, str) else hardware.get(hw).key, whole(gpus, "gpus"), dtype, bool(calibrated))
+
+
+def capacity(model, hw, input_tokens, output_tokens, gpus=1, dtype="bf16", max_num_seqs=simulator.MAX_NUM_SEQS,
+             calibrated=False) -> float:
+    """The requests per second a server finishes with every place busy, over all its GPUs (Little's law).
+
+    A stable system holds on average L = λ W requests: λ arrive per second and each stays W seconds. With its
+    B places full (``max_num_seqs``, or fewer where the memory holds fewer: the steady state's batch), each
+    request holds one for its O - 1 decode steps of T_step
+    (:func:`roofkit.inference.workload.steady_state` at that batch), so
+
+        λ_max = B / ((O - 1) T_step)
+
+    Offered more, requests wait for a place and the queue grows without end.
+
+    >>> round(capacity("llama-3-8b", "h100", 1000, 200), 1)       # requests/s: 256 places, each 199 steps of 36 ms
+    35.8
+    """
+    s = steady_state(model, hw, input_tokens, output_tokens, gpus=gpus, dtype=dtype, calibrated=calibrated)
+    if not s.plan.weights_fit:
+        raise InvalidValue(s.plan.verdict)
+    places = min(whole(max_num_seqs, "max_num_seqs"), s.batch)
+    if places != s.batch:
+        s = steady_state(model, hw, input_tokens, output_tokens, gpus=gpus, dtype=dtype, calibrated=calibrated,
+                         batch=places)
+    return s.requests_per_s
+
+
+@functools.lru_cache(maxsize=256)
+def _simulation(model, hw, input_tokens, output_tokens, rate, requests, gpus, dtype, max_num_seqs, calibrated, seed):
+    return simulator.simulate(model, hw, input_tokens, output_tokens, request_rate=rate, requests=requests, gpus=gpus,
+                              dtype=dtype, max_num_seqs=max_num_seqs, calibrated=calibrated, seed=seed)
+
+
+def simulation(model, hw, input_tokens, output_tokens, rate, requests=simulator.REQUESTS, gpus=1, dtype="bf16",
+               max_num_seqs=simulator.MAX_NUM_SEQS, slo_ttft_s=simulator.SLO_TTFT_S, slo_tpot_s=simulator.SLO_TPOT_S,
+               calibrated=False, seed=0) -> simulator.Simulation:
+    """:func:`roofkit.inference.simulate.simulate` of ``requests`` requests arriving at ``rate`` per second, each
+    run kept per input: a sweep, its figure, a question's key and the explorer ask for the same runs again. The
+    targets (``slo_ttft_s``, ``slo_tpot_s``) only judge the requests, so another pair reuses the run. The arrays
+    of the result are shared with the cache: read them, do not change them."""
+    m, acc, n, key, cal = _model_options(model, hw, gpus, dtype, calibrated)
+    run = _simulation(m, acc, whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"),
+                      float(positive(rate, "request rate")), whole(requests, "requests"), n, key,
+                      whole(max_num_seqs, "max_num_seqs"), cal, whole(seed, "seed", 0))
+    if (run.slo_ttft_s, run.slo_tpot_s) == (slo_ttft_s, slo_tpot_s):
+        return run
+    return dataclasses.replace(run, slo_ttft_s=float(positive(slo_ttft_s, "slo_ttft_s")),
+                               slo_tpot_s=float(positive(slo_tpot_s, "slo_tpot_s")))
+
+
+_QUEUE_FIGURES = ("ttft_p50_s", "ttft_p99_s", "ttft_mean_s", "tpot_p50_s", "tpot_p99_s", "requests_per_s",
+                  "tokens_per_s", "goodput", "good_fraction")
+
+
+def queue_sweep(model, hw, input_tokens, output_tokens, rates=None, requests=simulator.REQUESTS, gpus=1,
+                dtype="bf16", max_num_seqs=simulator.MAX_NUM_SEQS, slo_ttft_s=simulator.SLO_TTFT_S,
+                slo_tpot_s=simulator.SLO_TPOT_S, calibrated=False, seed=0) -> dict:
+    """The latency-throughput curve of a server under a Poisson stream of requests: one :func:`simulation` per rate.
+
+    ``rates`` (requests per second over all the GPUs) default to :func:`capacity` times :data:`LOADS`, each to
+    two significant figures. Returns lists over the rates: ``rate``, TTFT's 50th and 99th percentiles and mean
+    (``ttft_p50_s``, ``ttft_p99_s``, ``ttft_mean_s``), TPOT's (``tpot_p50_s``, ``tpot_p99_s``), the requests and
+    output tokens finished per second (``requests_per_s``, ``tokens_per_s``), ``goodput`` (requests per second
+    that met both targets) and ``good_fraction``; and ``capacity``, ``lone_ttft_s`` (a request alone: its
+    prefill), the targets and the inputs.
+    """
+    cap = capacity(model, hw, input_tokens, output_tokens, gpus, dtype, max_num_seqs, calibrated)
+    chosen = sorted({float(f"{cap * f:.2g}") for f in LOADS}) if rates is None else \
+        sorted({float(positive(r, "request rate")) for r in rates})
+    out = {"rate": chosen, **{k: [] for k in _QUEUE_FIGURES}}
+    for rate in chosen:
+        s = simulation(model, hw, input_tokens, output_tokens, rate, requests, gpus, dtype, max_num_seqs, slo_ttft_s,
+                       slo_tpot_s, calibrated, seed)
+        figures = s.to_dict()
+        for k in _QUEUE_FIGURES[:-1]:
+            out[k].append(math.nan if figures.get(k) is None else figures[k])
+        out["good_fraction"].append(float(s.good.mean()))
+    lone = latency.ttft(model, hw, input_tokens, gpus=gpus, dtype=dtype, calibrated=calibrated)
+    return out | {"capacity": cap, "lone_ttft_s": lone, "max_num_seqs": max_num_seqs, "requests": requests,
+                  "slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "model": models.get(model).name,
+                  "hw": hardware.get(hw).key, "gpus": gpus, "input_tokens": input_tokens,
+                  "output_tokens": output_tokens, "calibrated": bool(calibrated)}
+
+
+def crossing(sweep: dict, figure: str = "ttft_p99_s", value: float | None = None) -> float | None:
+    """The request rate at which ``sweep[figure]`` first passes ``value`` (default: the sweep's TTFT target),
+    read linearly between the two rates on either side; None where it never does, or does from the first rate.
+
+    >>> crossing({"rate": [10, 20, 30], "ttft_p99_s": [0.1, 1.0, 3.0], "slo_ttft_s": 2.0})
+    25.0
+    """
+    target = sweep["slo_ttft_s"] if value is None else float(value)
+    if figure not in sweep:
+        raise InvalidValue(f"a sweep has no {figure!r}; it has {', '.join(k for k in _QUEUE_FIGURES if k in sweep)}.")
+    xs, ys = sweep["rate"], sweep[figure]
+    above = next((i for i, y in enumerate(ys) if y > target), None)
+    if not above:  # None, or 0: passed at the first rate already
+        return None
+    x0, x1, y0, y1 = xs[above - 1], xs[above], ys[above - 1], ys[above]
+    return x0 + (target - y0) * (x1 - x0) / (y1 - y0)
+
+
+def _seconds(x: float) -> str:
+    return f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def draw_queue(top, bottom, sweep: dict) -> None:
+    """TTFT against the request rate on ``top`` (p50 and p99, log scale, the TTFT target and a lone request's
+    TTFT marked), the requests finished per second and the goodput on ``bottom`` (the offered rate dotted); both
+    with the capacity marked."""
+    x, cap = sweep["rate"], sweep["capacity"]
+    for key, colour, label in (("ttft_p99_s", style.PALETTE["purple"], "TTFT, 99th percentile"),
+                               ("ttft_p50_s", style.PALETTE["cyan"], "TTFT, median")):
+        top.plot(x, sweep[key], "o-", color=colour, ms=4, label=label)
+    top.axhline(sweep["slo_ttft_s"], color=style.LIMIT, ls="--", lw=1.2)
+    top.annotate(f"TTFT target {_seconds(sweep['slo_ttft_s'])}", (0.3, sweep["slo_ttft_s"]),
+                 xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", va="bottom",
+                 color=style.LIMIT, fontsize=style.SIZE["small"])
+    top.axhline(sweep["lone_ttft_s"], color=style.INK["faint"], ls=":", lw=1)
+    top.annotate(f"a request alone: {_seconds(sweep['lone_ttft_s'])}", (0.99, sweep["lone_ttft_s"]),
+                 xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", va="bottom",
+                 ha="right", color=style.INK["muted"], fontsize=style.SIZE["small"])
+    top.set_yscale("log")
+    top.set_ylabel("time to first token (s)")
+    top.legend(fontsize=style.SIZE["small"], frameon=False, loc="upper left")
+    bottom.plot(x, x, ls=":", color=style.INK["faint"], label="offered (the request rate)")
+    bottom.plot(x, sweep["requests_per_s"], "o-", color=style.PALETTE["blue"], ms=4, label="finished")
+    bottom.plot(x, sweep["goodput"], "s-", color=style.PALETTE["green"], ms=4,
+                label=f"goodput (TTFT ≤ {_seconds(sweep['slo_ttft_s'])}, TPOT ≤ {_seconds(sweep['slo_tpot_s'])})")
+    bottom.set_ylabel("requests per second")
+    bottom.set_ylim(0, max(x) * 1.05)
+    bottom.legend(fontsize=style.SIZE["small"], frameon=False, loc="upper left")
+    bottom.set_xlabel(f"request rate (Poisson arrivals, requests per second; {sweep['requests']:,} requests a run)")
+    for ax in (top, bottom):
+        ax.axvline(cap, color=style.INK["rule"], ls="--", lw=1)
+        ax.grid(True, which="major", color=style.GRID)
+        ax.set_xlim(0, max(x) * 1.04)
+    bottom.annotate(f"capacity {cap:.3g}/s:\n{sweep['max_num_seqs']} in flight", (cap, 0.03),
+                    xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
+                    va="bottom", color=style.INK["muted"], fontsize=style.SIZE["small"])
+
+
+def plot_queue(sweep: dict, title: str | None = None):
+    """A figure of :func:`draw_queue` for a :func:`queue_sweep`."""
+    from matplotlib.figure import Figure  # deferred: matplotlib costs ~0.2 s at import
+
+    fig = Figure(figsize=(8.5, 6.2))  # fixed margins: a constrained layout doubles the time to draw
+    fig.subplots_adjust(left=0.09, right=0.97, top=0.94, bottom=0.08, hspace=0.08)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(1.2, 1))
+    draw_queue(top, bottom, sweep)
+    acc = hardware.get(sweep["hw"])
+    where = "" if sweep["gpus"] == 1 else f"{sweep['gpus']} x "
+    top.set_title(title or f"{sweep['model']} on {where}{acc.name.removeprefix(acc.vendor + ' ')}, "
+                           f"{sweep['input_tokens']:,} in / {sweep['output_tokens']:,} out, "
+                           f"{'calibrated' if sweep['calibrated'] else 'bound'}", fontsize=style.SIZE["label"])
     return fig
 
 

@@ -1,10 +1,13 @@
 """Lesson 13, serving a model: prefill and decode, the KV cache, the memory wall, latency against throughput,
-continuous batching, prefix caching, disaggregation, sharded decode, quantized weights, cost, published runs,
-speculative decoding and paged KV.
+continuous batching, prefix caching, disaggregation, the queue, sharded decode, quantized weights, cost, published
+runs, speculative decoding and paged KV.
 
 Every key goes through :mod:`roofkit.inference` (itself on the catalogs of
 models, accelerators and links and on :mod:`roofkit.layertime`), so a class
 variant may change the model, the accelerator, the context, the workload or the batch.
+The queue's keys run :mod:`roofkit.inference.simulate` through the cached runs of
+:mod:`roofkit.inference.plot` (``simulation``, ``queue_sweep``): the lesson's figure,
+its answer cells and these keys share each run.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ... import formulas
 from ...catalogs import hardware, links, models
 from ...perf.inference import kvcache, latency, memory, paged, preemption, speculative, workload
 from ...perf.inference.serving import usd_per_million_tokens
+from ...plots import serving as serving_plots
 from ..quiz import Misconception, Question, register
 
 _GIB_FOR_GB = 1e9 / 2**30  # a size computed in GiB, typed as GB
@@ -110,9 +114,33 @@ def _disagg(model, hw, input_tokens, output_tokens, dtype):
     return workload.disaggregated(model, hw, input_tokens, output_tokens, dtype=dtype).decode_per_prefill
 
 
-def _allreduce_floor(model, hw, tp):
-    link = links.scale_up(hw)
-    return models.get(model).layers * 2 * comms.latency_term("all-reduce", tp, link.latency)
+def _allreduce_floor(model, hw, tp, batch, algorithm="one-shot", rounds_only=False):
+    """2 L all-reduces of one step's activations (batch x d_model x 2 bytes) over ``tp`` GPUs of the node's link,
+    each by ``algorithm`` at the bound's figures; ``rounds_only``: their latency term alone."""
+    m, link = models.get(model), links.scale_up(hw)
+    if rounds_only:
+        return m.layers * 2 * comms.latency_term("all-reduce", tp, link.latency, algorithm)
+    return m.layers * 2 * comms.all_reduce(batch * m.d_model * 2, tp, link, algorithm).time_s
+
+
+def _capacity(model, hw, input_tokens, output_tokens, places, lone=False):
+    """Requests per second with every place busy, by Little's law (``serving_plots.capacity``); ``lone``: each step
+    timed as a lone sequence's decode step at the average context (the batch-1 slip)."""
+    if lone:
+        return places / ((output_tokens - 1) * latency.tpot(model, hw, 1, input_tokens + output_tokens // 2))
+    return serving_plots.capacity(model, hw, input_tokens, output_tokens, max_num_seqs=places)
+
+
+def _knee(model, hw, input_tokens, output_tokens, requests, slo_ttft_s, figure="ttft_p99_s"):
+    """The request rate at which ``figure`` of TTFT passes the target, read between the simulated rates."""
+    sweep = serving_plots.queue_sweep(model, hw, input_tokens, output_tokens, requests=requests,
+                                      slo_ttft_s=slo_ttft_s)
+    return serving_plots.crossing(sweep, figure)
+
+
+def _goodput_run(model, hw, input_tokens, output_tokens, rate, requests, slo_ttft_s, slo_tpot_s):
+    return serving_plots.simulation(model, hw, input_tokens, output_tokens, rate, requests, slo_ttft_s=slo_ttft_s,
+                                    slo_tpot_s=slo_tpot_s)
 
 
 def _int4_speedup(model, hw, batch, context):
@@ -472,33 +500,166 @@ register(
                               model, hw, input_tokens, output_tokens, dtype)),
         ),
     ),
-    # --- 8. sharded decode ------------------------------------------------------------------------------------------
+    # --- 8. the queue ------------------------------------------------------------------------------------------------
+    Question(
+        id="l13.queue-knee",
+        lesson="13",
+        kind="numeric",
+        prompt=("Requests of {input_tokens:,} prompt and {output_tokens} output tokens arrive at {model_name} on one "
+                "{hw_name} (BF16) as a Poisson stream. roofkit's simulation runs {requests:,} of them (seed 0) on a "
+                "vLLM-like engine: at most 256 running, 8,192 tokens a step, chunked prefill. Raise the request rate: "
+                "at what rate, in requests per second, does the 99th percentile of the time to first token pass "
+                "{slo_ttft_s:g} s?"),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "hw": "h100", "hw_name": "H100",
+                "input_tokens": 1000, "output_tokens": 200, "requests": 2000, "slo_ttft_s": 2.0},
+        variants={"hw": ("h200",)},
+        key=lambda model, hw, input_tokens, output_tokens, requests, slo_ttft_s, **_: _knee(
+            model, hw, input_tokens, output_tokens, requests, slo_ttft_s),
+        unit="1/s",
+        rtol=0.03,  # the key reads the crossing between simulated rates; a finer scan of rates lands within 1%, and
+        # the capacity by Little's law (asked next) a little below: the knee is the capacity, passed a little late
+        hints=("Run the simulation at a few rates, from a light load up, and print each run's 99th percentile of "
+               "TTFT: it barely moves, then climbs fast.",
+               "Once you have one rate below the target and one above, narrow the interval (or read the crossing "
+               "linearly between them) to two significant figures."),
+        misconceptions=(
+            Misconception("mean",
+                          "That is where the mean TTFT passes the target. The 99th percentile is the TTFT that only "
+                          "1 request in 100 exceeds: the slowest requests, which an average hides, pass the target "
+                          "at a lower rate. Latency targets are set on a percentile.",
+                          answer=lambda model, hw, input_tokens, output_tokens, requests, slo_ttft_s, **_: _knee(
+                              model, hw, input_tokens, output_tokens, requests, slo_ttft_s, "ttft_mean_s")),
+            Misconception("median",
+                          "That is where the median TTFT passes the target: half the requests are slower by then. "
+                          "The question asks for the 99th percentile, which passes it first.",
+                          answer=lambda model, hw, input_tokens, output_tokens, requests, slo_ttft_s, **_: _knee(
+                              model, hw, input_tokens, output_tokens, requests, slo_ttft_s, "ttft_p50_s")),
+            Misconception("tokens",
+                          "That is output tokens per second: each request makes its output tokens. The question asks "
+                          "for requests per second.",
+                          answer=lambda model, hw, input_tokens, output_tokens, requests, slo_ttft_s, **_: _knee(
+                              model, hw, input_tokens, output_tokens, requests, slo_ttft_s) * output_tokens),
+        ),
+    ),
+    Question(
+        id="l13.queue-capacity",
+        lesson="13",
+        kind="numeric",
+        prompt=("{model_name} on one {hw_name} (BF16) serves requests of {input_tokens:,} prompt and {output_tokens} "
+                "output tokens, at most {places} at once (vLLM's max_num_seqs). With all {places} places full, a step "
+                "takes what roofkit's steady state gives at that batch (workload.steady_state with batch={places}), "
+                "and a request holds its place for its decode steps, one per output token after the first. By "
+                "Little's law, what request rate keeps the {places} places full: the most the server can sustain, "
+                "in requests per second?"),
+        params={"model": "llama-3-8b", "model_name": "Llama 3 8B", "hw": "h100", "hw_name": "H100",
+                "input_tokens": 1000, "output_tokens": 200, "places": 256},
+        variants={"hw": ("h200", "a100"), "output_tokens": (100, 400)},
+        key=lambda model, hw, input_tokens, output_tokens, places, **_: _capacity(model, hw, input_tokens,
+                                                                                   output_tokens, places),
+        unit="1/s",
+        rtol=0.02,
+        hints=("Little's law: the requests inside a system are its arrival rate times the time each stays, R = "
+               "rate x W.",
+               "Here R is the places and W the time a request holds one: its decode steps times the step at that "
+               "batch. Solve for the rate."),
+        misconceptions=(
+            Misconception("inverted",
+                          "That is W / R, the law turned the wrong way. R = rate x W, so the rate is R / W: the "
+                          "places over the time each request holds one.",
+                          answer=lambda model, hw, input_tokens, output_tokens, places, **_: 1 / _capacity(
+                              model, hw, input_tokens, output_tokens, places)),
+            Misconception("batch-1-step",
+                          "That times each step as a lone sequence's decode step. With every place full a step "
+                          "reads all their caches and carries their prompts: it is several times longer. A latency "
+                          "measured at batch 1 is not the latency under load.",
+                          answer=lambda model, hw, input_tokens, output_tokens, places, **_: _capacity(
+                              model, hw, input_tokens, output_tokens, places, lone=True)),
+            Misconception("per-token",
+                          "That is about as many times too many as a request has output tokens: output tokens per "
+                          "second, or a place held for a single step. A request holds its place for all its decode "
+                          "steps, and the question counts requests.",
+                          answer=lambda model, hw, input_tokens, output_tokens, places, **_: _capacity(
+                              model, hw, input_tokens, output_tokens, places) * output_tokens),
+        ),
+    ),
+    Question(
+        id="l13.goodput",
+        lesson="13",
+        kind="numeric",
+        prompt=("The same simulation at {rate:g} requests per second ({requests:,} requests, seed 0). Tighten the "
+                "time-to-first-token target to {slo_ttft_s:g} s, the time per output token still at most "
+                "{slo_tpot_ms:g} ms. What is the goodput, in requests per second?"),
+        params={"model": "llama-3-8b", "hw": "h100", "input_tokens": 1000, "output_tokens": 200, "rate": 38,
+                "requests": 2000, "slo_ttft_s": 1.5, "slo_tpot_ms": 200},
+        variants={"slo_ttft_s": (0.5, 1.0)},
+        key=lambda slo_tpot_ms, **p: _goodput_run(**p, slo_tpot_s=slo_tpot_ms / 1e3).goodput,
+        unit="1/s",
+        rtol=0.02,
+        hints=("Goodput counts only the requests that met both targets: its TTFT at most the first, its TPOT at most "
+               "the second.",
+               "Count them in the run (its per-request ttft and tpot) and divide by the run's duration, from the "
+               "start to the last token."),
+        misconceptions=(
+            Misconception("finished",
+                          "That counts every finished request, as if each met the targets (a lone request's TTFT "
+                          "would). Under this load many wait in the queue: goodput counts only those within both "
+                          "targets.",
+                          answer=lambda slo_tpot_ms, **p: _goodput_run(**p, slo_tpot_s=slo_tpot_ms / 1e3)
+                          .requests_per_s),
+            Misconception("offered",
+                          "That is the rate offered. Past its capacity the server cannot finish that many, and "
+                          "goodput counts only the finished requests that met both targets.",
+                          answer=lambda rate, **_: float(rate)),
+            Misconception("share",
+                          "That is the share of the requests that met the targets. Goodput is a rate: that many "
+                          "requests per second of the run.",
+                          answer=lambda slo_tpot_ms, **p: float(_goodput_run(**p, slo_tpot_s=slo_tpot_ms / 1e3)
+                                                                .good.mean())),
+            Misconception("default-target",
+                          "That is the goodput at the simulator's default targets (2 s to the first token), printed "
+                          "above. With a tighter target fewer requests count.",
+                          answer=_unless_key(lambda slo_tpot_ms, slo_ttft_s, **p: _goodput_run(
+                              **p, slo_ttft_s=2.0, slo_tpot_s=slo_tpot_ms / 1e3).goodput,
+                              lambda slo_tpot_ms, **p: _goodput_run(**p, slo_tpot_s=slo_tpot_ms / 1e3).goodput)),
+        ),
+    ),
+    # --- 9. sharded decode ------------------------------------------------------------------------------------------
     Question(
         id="l13.allreduce-floor",
         lesson="13",
         kind="numeric",
-        prompt=("{model_name} ({layers} layers) decodes with {tp}-way tensor parallelism on an {hw} node, whose NVLink "
-                "costs the latency printed above per hop. Each layer all-reduces its activations twice, each a ring of "
-                "2(t - 1) hops however small. What is the least time per output token the all-reduces take?"),
-        params={"model": "llama-3-70b", "model_name": "Llama 3 70B", "layers": 80, "hw": "h100", "tp": 8},
+        prompt=("{model_name} ({layers} layers, d = {d_model}) decodes at batch {batch} with {tp}-way tensor "
+                "parallelism on an {hw} node. Each layer all-reduces the step's activations (BF16) twice, with an "
+                "engine's one-shot kernel: one round at the link's latency, then each GPU reads the t - 1 other "
+                "GPUs' buffers at the link's bandwidth per GPU (both printed above). What is the least time per "
+                "output token these all-reduces take?"),
+        params={"model": "llama-3-70b", "model_name": "Llama 3 70B", "layers": 80, "d_model": 8192, "hw": "h100",
+                "tp": 8, "batch": 1},
         variants={"tp": (2, 4)},
-        key=lambda model, hw, tp, **_: _allreduce_floor(model, hw, tp),
+        key=lambda model, hw, tp, batch, **_: _allreduce_floor(model, hw, tp, batch),
         unit="s",
         rtol=0.02,
-        hints=("One ring all-reduce over t GPUs takes 2(t - 1) steps, each at least the link's latency per hop.",
-               "Two per layer, every layer: 2 L x 2 (t - 1) hops, each at the latency."),
+        hints=("One all-reduce: the round's latency, plus (t - 1) S / BW for the S-byte buffers it reads from the "
+               "others.",
+               "S is one token's activations per sequence: d x 2 bytes. Two all-reduces per layer, every layer."),
         misconceptions=(
+            Misconception("ring-model",
+                          "That is NCCL's ring: 2(t - 1) rounds each. Engines do not run the ring for messages this "
+                          "small: the one-shot kernel waits one round and reads more bytes, which is faster here.",
+                          answer=lambda model, hw, tp, batch, **_: _allreduce_floor(model, hw, tp, batch, "ring",
+                                                                                     rounds_only=True)),
             Misconception("one-per-layer",
                           "That counts one all-reduce per layer. Megatron tensor parallelism all-reduces twice per "
                           "layer: after attention and after the MLP.",
                           scale=0.5),
-            Misconception("one-hop",
-                          "That counts one hop per all-reduce. A ring all-reduce passes its chunks 2(t - 1) times: "
-                          "t - 1 steps to reduce, t - 1 to share.",
-                          answer=lambda model, hw, tp, **_: _allreduce_floor(model, hw, tp) / (2 * (tp - 1))),
+            Misconception("round-only",
+                          "That counts the round's latency alone. Each GPU also reads the t - 1 other buffers over "
+                          "the link: add (t - 1) S / BW.",
+                          answer=lambda model, hw, tp, batch, **_: _allreduce_floor(model, hw, tp, batch,
+                                                                                     rounds_only=True)),
         ),
     ),
-    # --- 9. quantized weights ----------------------------------------------------------------------------------
+    # --- 10. quantized weights ----------------------------------------------------------------------------------
     Question(
         id="l13.int4-speedup",
         lesson="13",
@@ -526,7 +687,7 @@ register(
                           answer=lambda **p: 1.0),
         ),
     ),
-    # --- 10. cost ---------------------------------------------------------------------------------------------------
+    # --- 11. cost ---------------------------------------------------------------------------------------------------
     Question(
         id="l13.cost-per-million",
         lesson="13",
@@ -548,7 +709,7 @@ register(
                           scale=3600),
         ),
     ),
-    # --- 11. speculative decoding -------------------------------------------------------------------------------
+    # --- 13. speculative decoding -------------------------------------------------------------------------------
     Question(
         id="l13.spec-tokens",
         lesson="13",
@@ -580,7 +741,7 @@ register(
                                              lambda alpha: _spec_ceiling(alpha))),
         ),
     ),
-    # --- 12. paged KV cache -------------------------------------------------------------------------------------
+    # --- 14. paged KV cache -------------------------------------------------------------------------------------
     Question(
         id="l13.paged-waste",
         lesson="13",

@@ -5,6 +5,7 @@
     training_calculator()   N, D, MFU, GPUs, price -> FLOPs, GPU-hours, days, dollars
     parallel_explorer()     model, GPUs, TP/PP/ZeRO sliders -> memory per GPU, step-time bars, MFU
     serving_explorer()      model, GPU, count, dtypes, context, batch -> memory bar, latency/throughput curve
+    queue_explorer()        model, GPU, tokens, request rate -> p50/p99 TTFT, TPOT, throughput, goodput
 
 In a live notebook each shows widgets; it also prints a static summary of its
 starting state, so a rendered page (or a test) sees the same numbers.
@@ -12,7 +13,8 @@ starting state, so a rendered page (or a test) sees the same numbers.
 
 from __future__ import annotations
 
-__all__ = ["roofline_explorer", "format_explorer", "training_calculator", "parallel_explorer", "serving_explorer"]
+__all__ = ["roofline_explorer", "format_explorer", "training_calculator", "parallel_explorer", "serving_explorer",
+           "queue_explorer"]
 
 
 def roofline_explorer(*args, **kwargs):
@@ -41,5 +43,11 @@ def parallel_explorer(*args, **kwargs):
 
 def serving_explorer(*args, **kwargs):
     from .serving import serving_explorer as explorer  # deferred: an explorer imports ipywidgets and matplotlib
+
+    return explorer(*args, **kwargs)
+
+
+def queue_explorer(*args, **kwargs):
+    from .serving import queue_explorer as explorer  # deferred: an explorer imports ipywidgets and matplotlib
 
     return explorer(*args, **kwargs)
