@@ -433,3 +433,46 @@ def test_maverick_serves_24_dense_and_24_moe_layers(calibrated):
     assert step.layers_s == pytest.approx(24 * dense_s + 24 * moe_s)
     if calibrated:  # a balanced router reads many experts' weights: the MoE layers cost more than the dense ones
         assert moe_s > dense_s
+
+
+# --- the alltoall dispatcher's permutations (Megatron-Core's token_dispatcher.py and moe_utils.py) ---------------
+
+
+def test_permutation_bytes_count_the_dispatcher_s_row_copies_by_hand():
+    T, d, k = 4096, 2048, 8  # Qwen3-30B-A3B: 4,096 tokens a GPU, 16 local experts at EP 8
+    rows = T * k * d * 2
+    b = experts.permutation_bytes(T, d, k, 16)
+    # permute (T tokens read, T k rows written) + sort_chunks_by_idxs (T k rows read and written); the combine the
+    # mirror: sort_chunks back, then unpermute (T k rows read, T tokens written)
+    assert b["dispatch"] == (T * d * 2 + rows + 2 * rows, 2)
+    assert b["combine"] == b["dispatch"]
+    one = experts.permutation_bytes(T, d, k, 1)  # one local expert: no "Permutation 2"
+    assert one["dispatch"] == (T * d * 2 + rows, 1)
+    fp8 = experts.permutation_bytes(T, d, k, 16, dispatch_bytes=1)
+    assert fp8["dispatch"][0] == b["dispatch"][0] / 2 and fp8["combine"] == b["combine"]
+
+
+def test_permutation_time_is_the_floor_per_kernel_plus_the_bytes_at_hbm_rate():
+    assert experts.permutation_time(7e9, 2, (7e12, 5e-6)) == pytest.approx(2 * 5e-6 + 1e-3)
+    with pytest.raises(InvalidValue):
+        experts.permutation_time(1e9, 1, (0, 5e-6))
+
+
+QWEN30 = dict(model="qwen3-30b-a3b", hw="b200", gpus=8, global_batch_tokens=512 * 4096, seq=4096, tp=1, pp=1,
+              ep=8, etp=1, zero=1, microbatches=64, recipe="mxfp8")  # Megatron-Bridge 25.11's DGX-B200 row
+
+
+def test_the_estimate_charges_the_alltoall_dispatcher_s_permutations_and_the_bound_does_not():
+    est = parallel.plan(**QWEN30, calibrated=True)
+    ep = est.communication["ep"]
+    roofs = est.roofs
+    b = experts.permutation_bytes(4096, 2048, 8, 16)
+    per_layer = sum(experts.permutation_time(*b[x], (roofs["bandwidth"], roofs["floor_s"])) for x in b)
+    ops = 2 * 48 * 64  # dispatch + combine pairs: forward and backward, 48 MoE layers, 64 micro-batches
+    assert ep["permute_s"] == pytest.approx(per_layer * ops)
+    assert 0 < ep["permute_s"] < ep["time_s"]
+    bound = parallel.plan(**QWEN30)
+    assert "permute_s" not in bound.communication["ep"] or bound.communication["ep"]["permute_s"] == 0
+    assert bound.step_time_s <= est.step_time_s
+    hybrid = parallel.plan(**QWEN30, calibrated=True, dispatcher="deepep")  # DeepEP/HybridEP: not charged here
+    assert hybrid.communication["ep"]["permute_s"] == 0

@@ -27,6 +27,12 @@ all-gathered over its ETP group before the GEMMs and reduce-scattered after.
 Megatron-Core refuses to train a mixture of experts with TP but without
 sequence parallelism (``MoELayer.forward`` raises), and so does roofkit.
 
+Around each all-to-all that dispatcher also copies the rows in HBM: it
+permutes them into expert order before the dispatch, sorts the rows received
+by local expert after it, and undoes both around the combine
+(:func:`permutation_bytes`); the estimate charges those copies with the
+all-to-alls, at the calibrated HBM rate and per-kernel floor.
+
 **How the rows travel** (:func:`copies`): NCCL's all-to-all sends every
 (token, expert) row on its own. DeepEP (deepseek-ai/DeepEP; DeepSeek-V3,
 section 3.2.2) sends a token once to each node it goes to, over InfiniBand to
@@ -57,14 +63,14 @@ from importlib import resources
 
 from ... import dtypes
 from ...errors import InvalidValue
-from ...units import positive, whole
+from ...units import nonnegative, positive, whole
 from .. import comms
 from .fabric import span
 
 __all__ = ["A2A_PER_LAYER", "DISPATCHERS", "DISPATCH_DTYPES", "SCALE_BLOCK", "expert_all_to_all",
            "all_to_all_bytes", "ep_choices", "check", "options", "expert_dp", "dispatch_tokens", "tokens_per_expert",
            "bytes_per_element", "expected_hits", "least_copies", "copies", "dispatch_time", "grouped_gemm_points",
-           "grouped_gemm_share"]
+           "grouped_gemm_share", "permutation_bytes", "permutation_time"]
 
 A2A_PER_LAYER = 4  # dispatch and combine, forward and backward
 DISPATCHERS = ("alltoall", "deepep")  # Megatron-Core's NCCL all-to-all; DeepEP's two stages, once per node
@@ -315,14 +321,57 @@ def dispatch_time(size_network, size_nvlink, nodes, gpus_per_node, intra, inter,
     return max(out, inside)
 
 
+def permutation_bytes(tokens, d_model, top_k, local_experts, dispatch_bytes=2, combine_bytes=2) -> dict:
+    """HBM bytes of the row copies Megatron-Core's ``alltoall`` dispatcher runs around one dispatch and one
+    combine on one GPU, balanced: {'dispatch': (bytes, kernels), 'combine': (bytes, kernels)}.
+
+    ``MoEAlltoAllTokenDispatcher`` (NVIDIA/Megatron-LM,
+    ``megatron/core/transformer/moe/token_dispatcher.py``; the copies in
+    ``megatron/core/transformer/moe/moe_utils.py``): before the all-to-all,
+    "Permutation 1" (``permute``) gathers each token's top_k rows in expert
+    order: it reads the T tokens and writes T x top_k rows (the least, with
+    Transformer Engine's fused permutation, ``moe_permute_fusion``); after it,
+    "Permutation 2" (``sort_chunks_by_idxs``, only with more than one local
+    expert) reorders the T x top_k rows received (balanced, as many as sent)
+    by local expert: it reads and writes them. The combine undoes both:
+    ``sort_chunks_by_idxs`` back, then ``unpermute`` reads the T x top_k rows
+    and writes the T tokens (their weighted sum). The backward pass runs the
+    same copies on the gradients (counted with the backward's dispatch and
+    combine, as :data:`A2A_PER_LAYER` counts the all-to-alls).
+
+    >>> b = permutation_bytes(4096, 2048, 8, 16)          # Qwen3-30B-A3B, 4,096 tokens a GPU, EP 8
+    >>> b["dispatch"], b["combine"]
+    ((419430400, 2), (419430400, 2))
+    """
+    T, d, k = positive(tokens, "tokens"), whole(d_model, "d_model"), whole(top_k, "top_k")
+    sort = whole(local_experts, "local_experts") > 1
+    out = {}
+    for direction, b in (("dispatch", dispatch_bytes), ("combine", combine_bytes)):
+        rows = T * k * d * positive(b, "bytes_per_element")
+        one = T * d * b + rows  # permute (tokens read, rows written), or unpermute (rows read, tokens written)
+        out[direction] = (one + (2 * rows if sort else 0), 2 if sort else 1)
+    return out
+
+
+def permutation_time(size, kernels, memory) -> float:
+    """Seconds of ``kernels`` row-copy kernels moving ``size`` HBM bytes in all, ``memory`` = (bytes/s, seconds
+    per kernel): the calibrated HBM bandwidth and per-kernel floor (:func:`roofkit.steptime.roofs`)."""
+    bandwidth, floor = memory
+    return kernels * nonnegative(floor, "floor") + positive(size, "size") / positive(bandwidth, "bandwidth")
+
+
 def traffic(fabric, tokens, model, ep, etp, max_nodes=None, dispatch_dtype="bf16", dispatcher="alltoall",
-            calibrated=False) -> dict:
+            calibrated=False, memory=None) -> dict:
     """One MoE layer's expert traffic per GPU and micro-batch, by direction: seconds and bytes of one dispatch
     (in ``dispatch_dtype``), one combine (BF16), and of one all-gather + reduce-scatter pair over the ETP group.
 
     ``tokens``: what this GPU dispatches (:func:`dispatch_tokens`). The bound
     (``calibrated=False``) sends the least copies at the links' line rates; the
     estimate, the ``dispatcher``'s expected copies at NCCL's measured rates.
+    ``memory`` (calibrated, ``alltoall`` only): (HBM bytes/s, per-kernel floor)
+    to add the dispatcher's own row copies around each all-to-all
+    (:func:`permutation_bytes`) to its seconds, as ``permute_s``; the bound
+    leaves them out (a dispatch kernel could fuse them, as DeepEP's do).
     """
     from ...catalogs import models  # deferred: keeps this module light for roofkit.parallel's import
 
@@ -334,12 +383,17 @@ def traffic(fabric, tokens, model, ep, etp, max_nodes=None, dispatch_dtype="bf16
     out = {"copies": c, "gpus_per_node": g, "nodes": nodes}
     for direction, b in (("dispatch", bytes_per_element(dispatch_dtype)), ("combine", bytes_per_element("bf16"))):
         network, nvlink = n * c["network"] * d * b, n * c["nvlink"] * d * b
+        permute = 0.0
         if calibrated and dispatcher == "alltoall":  # NCCL's all-to-all, placed on the fabric as it is
             size = all_to_all_bytes(n, d, M.experts_per_token, b)
             seconds = fabric.time("all-to-all", size, e, r)
+            if memory is not None:  # the dispatcher's permutations around it (HBM copies, not hidden)
+                moved, kernels = permutation_bytes(n, d, M.experts_per_token, M.experts // e, b, b)[direction]
+                permute = permutation_time(moved, kernels, memory)
         else:
             seconds = dispatch_time(network, nvlink, nodes, g, fabric.intra, fabric.inter, calibrated)
-        out[direction] = {"seconds": seconds, "network_bytes": network, "nvlink_bytes": nvlink}
+        out[direction] = {"seconds": seconds + permute, "permute_s": permute, "network_bytes": network,
+                          "nvlink_bytes": nvlink}
     if r > 1:  # the rows an expert's ETP group received, gathered before its GEMMs and reduce-scattered after
         gathered = r * n * c["rows"] * d * bytes_per_element("bf16")
         seconds = fabric.time("all-gather", gathered, r, 1) + fabric.time("reduce-scatter", gathered, r, 1)

@@ -323,7 +323,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     t_mb, stage_mb = _microbatch_compute(L, r, sequence_parallel, attention, calibrated)
     compute = L.m * stage_mb
     comm = {}
-    critical = _model_parallel_traffic(comm, fabric, L, sequence_parallel, overlap, tp_overlap)
+    critical = _model_parallel_traffic(comm, fabric, L, sequence_parallel, overlap, tp_overlap, r)
     _pipeline_traffic(comm, fabric, L, overlap, p2p_overlap)
     bubble = (L.p - 1) / L.v * (stage_mb + critical) if L.p > 1 else 0.0
     shards = L.d * L.c  # the ranks that hold the same weights
@@ -601,7 +601,7 @@ def tp_collectives(model, dense_layers, moe_layers, calibrated=False) -> int:
     return 2 * whole(dense_layers, "dense_layers", 0) + moe_pairs * whole(moe_layers, "moe_layers", 0)
 
 
-def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap, tp_overlap) -> float:
+def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap, tp_overlap, roofs_=None) -> float:
     """TP, CP and EP traffic of the step; returns its exposed seconds per micro-batch (calibrated).
 
     TP: :func:`tp_collectives` per forward pass, as many in the backward, and again for a forward recomputed
@@ -627,8 +627,9 @@ def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap
         _record(comm, fabric, "cp", "all-gather", kv, calls, c, t)
     if L.moe_layers and (L.ep > 1 or L.etp > 1):  # each GPU dispatches its own tokens (roofkit.parallel.experts)
         tokens = experts.dispatch_tokens(L.mb_tokens, c, t, sequence_parallel)
+        memory = (roofs_.bandwidth, roofs_.floor_s) if fabric.calibrated and roofs_ is not None else None
         x = experts.traffic(fabric, tokens, M, L.ep, L.etp, L.max_nodes, L.dispatch_dtype, L.dispatcher,
-                            fabric.calibrated)
+                            fabric.calibrated, memory)
         each = A2A_PER_LAYER // 2 + (1 if mode == "full" else 0)  # dispatches (forward, combine's backward), combines
         ops = each * L.moe_layers / L.p * m
         busiest = L.k.moe_imbalance  # the busiest GPU's tokens over the mean: 1 in the bound
@@ -645,7 +646,8 @@ def _model_parallel_traffic(comm, fabric, L: _Layout, sequence_parallel, overlap
                           "bytes_per_call": x["dispatch"]["network_bytes"] + x["dispatch"]["nvlink_bytes"],
                           "network_bytes_per_dispatch": x["dispatch"]["network_bytes"],
                           "nvlink_bytes_per_dispatch": x["dispatch"]["nvlink_bytes"], "level": x["level"],
-                          "time_s": total, "exposed_s": total, "experts": detail}
+                          "time_s": total, "exposed_s": total, "experts": detail,
+                          "permute_s": (x["dispatch"]["permute_s"] + x["combine"]["permute_s"]) * ops * busiest}
         if "etp" in x:  # the rows each expert's ETP group received: all-gathered, then reduce-scattered
             total = x["etp"]["seconds"] * ops * busiest
             comm["etp"] = {"collective": "all-gather + reduce-scatter", "bytes_per_call": x["etp"]["bytes"],
