@@ -266,11 +266,7 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
     labels = {"description_width": "100px"}
     wide = w.Layout(width="460px")
     inputs = {
-        "model": w.Dropdown(options=[(m.name, m.key) for m in models.catalog()], value=M.key, description="model",
-                            style=labels),
-        "hw": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog() if a.capacity_bytes],
-                         value=acc.key, description="accelerator", style=labels),
-        "gpus": w.Dropdown(options=list(GPU_COUNTS), value=gpus, description="GPUs", style=labels),
+        **_server_inputs(w, M, acc, gpus, GPU_COUNTS, labels),
         "weights_dtype": w.Dropdown(options=[(d.upper(), d) for d in WEIGHTS], value=state["weights_dtype"],
                                     description="weights", style=labels),
         "kv_dtype": w.Dropdown(options=[(d.upper(), d) for d in CACHES], value=state["kv_dtype"],
@@ -315,6 +311,15 @@ def build_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16",
     for widget in inputs.values():
         widget.observe(update, names="value")
     return explorer
+
+
+def _server_inputs(w, M, acc, gpus, gpu_options, labels) -> dict:
+    """The model, accelerator and GPU-count dropdowns both serving explorers open with."""
+    return {"model": w.Dropdown(options=[(m.name, m.key) for m in models.catalog()], value=M.key,
+                                description="model", style=labels),
+            "hw": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog() if a.capacity_bytes],
+                             value=acc.key, description="accelerator", style=labels),
+            "gpus": w.Dropdown(options=list(gpu_options), value=gpus, description="GPUs", style=labels)}
 
 
 def serving_explorer(model="llama-3-70b", hw="h100", gpus=8, weights_dtype="bf16", kv_dtype="bf16", context=8192,
@@ -469,11 +474,7 @@ def build_queue_explorer(model="llama-3-8b", hw="h100", input_tokens=1000, outpu
     labels = {"description_width": "100px"}
     wide = w.Layout(width="460px")
     inputs = {
-        "model": w.Dropdown(options=[(m.name, m.key) for m in models.catalog()], value=M.key, description="model",
-                            style=labels),
-        "hw": w.Dropdown(options=[(_short(a), a.key) for a in hardware.catalog() if a.capacity_bytes],
-                         value=acc.key, description="accelerator", style=labels),
-        "gpus": w.Dropdown(options=list(QUEUE_GPUS), value=gpus, description="GPUs", style=labels),
+        **_server_inputs(w, M, acc, gpus, QUEUE_GPUS, labels),
         "input_tokens": w.SelectionSlider(options=[(f"{n:,}", n) for n in INPUT_TOKENS], value=input_tokens,
                                           description="prompt tokens", continuous_update=False, style=labels,
                                           layout=wide),
