@@ -585,8 +585,8 @@ def latent_attention_ops(batch, seq, d_model, n_heads, kv_lora_rank, qk_nope_hea
     The query and key heads are d_h + d_h^R wide, the value heads d_h^V; a fused kernel's FLOPs,
     B H p (2 d_qk + 5 + 2 d_v), and bytes, B H (s + s_kv)(d_qk + d_v) b, are exactly those of
     :func:`attention_fused` with the mean head size (d_qk + d_v) / 2. A cached prefix (``kv_seq`` > ``seq``
-    with ``kv_bytes_per_element``) is read from the cache at b_kv: the difference of
-    :func:`latent_cache_bytes` at b_kv and at b, counted in 'attn.kv_up'.
+    with ``kv_bytes_per_element``) is read from the cache at b_kv: 'attn.kv_up' reads its latent operand,
+    B s_kv d_c elements, at b_kv instead of b.
 
     Weights are read at ``weight_bytes_per_element`` (see :func:`gemm`): the absorbed W^UK and W^UV too,
     though vLLM keeps them in BF16 (no quantized batched GEMM): fewer bytes than an engine's, as a bound's.
@@ -613,7 +613,7 @@ def latent_attention_ops(batch, seq, d_model, n_heads, kv_lora_rank, qk_nope_hea
     up = gemm(B * s_kv, H * (nope + v), d_c, b, b_w)
     if kv_bytes_per_element is not None and kv_seq is not None:
         b_kv = _storage_bytes(kv_bytes_per_element, "kv_bytes_per_element")
-        up = up + Cost(0, latent_cache_bytes(B, s_kv, d_c, rope, b_kv) - latent_cache_bytes(B, s_kv, d_c, rope, b))
+        up = up + Cost(0, B * s_kv * d_c * (b_kv - b))  # the latent operand read at b_kv, not b
     ops["attn.kv_up"] = up
     ops["attn"] = attention_fused(B, H, s, (nope + rope + v) / 2, b, kv_seq, None, causal)
     return ops

@@ -853,3 +853,15 @@ def test_causal_tiles_skip_the_tiles_above_the_diagonal():
 def test_tiled_flash_attention_bad_input(call, message):
     with pytest.raises(InvalidValue, match=message):
         call()
+
+
+def test_a_latent_cache_read_at_fewer_bytes_lowers_only_the_latent_operand():
+    """Prefill over a cached prefix: W^UK and W^UV multiply the latent of every position, read from an FP8 cache
+    at 1 byte instead of the activations' 2; the weights and the output keep theirs (a regression: the RoPE key,
+    which this GEMM does not read, was once taken off too, and bytes went negative)."""
+    B, s, s_kv, d_c, rope, H, nope, v = 2, 16, 64, 512, 64, 4, 128, 128
+    plain = formulas.latent_attention_ops(B, s, 1024, H, d_c, nope, rope, v, 2, kv_seq=s_kv)["attn.kv_up"]
+    fp8 = formulas.latent_attention_ops(B, s, 1024, H, d_c, nope, rope, v, 2, kv_seq=s_kv,
+                                        kv_bytes_per_element=1)["attn.kv_up"]
+    assert plain.bytes - fp8.bytes == B * s_kv * d_c * (2 - 1)
+    assert fp8.flops == plain.flops and fp8.bytes > 0
