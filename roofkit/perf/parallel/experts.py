@@ -65,6 +65,7 @@ from ... import dtypes
 from ...errors import InvalidValue
 from ...units import nonnegative, positive, whole
 from .. import comms
+from .. import recipe as recipes
 from .fabric import span
 
 __all__ = ["A2A_PER_LAYER", "DISPATCHERS", "DISPATCH_DTYPES", "SCALE_BLOCK", "expert_all_to_all",
@@ -75,7 +76,10 @@ __all__ = ["A2A_PER_LAYER", "DISPATCHERS", "DISPATCH_DTYPES", "SCALE_BLOCK", "ex
 A2A_PER_LAYER = 4  # dispatch and combine, forward and backward
 DISPATCHERS = ("alltoall", "deepep")  # Megatron-Core's NCCL all-to-all; DeepEP's two stages, once per node
 DISPATCH_DTYPES = ("bf16", "fp8")
-SCALE_BLOCK = 128  # elements per FP32 scale of an FP8 activation (DeepSeek-V3, section 3.3.2: 1 x 128 tiles)
+# an FP8 dispatch is scaled as DeepSeek-V3 scales its activations (section 3.3.2: an FP32 scale per 1 x 128 tile),
+# which is the fp8-blockwise recipe's block scaling: one home for it (roofkit.recipe)
+_DISPATCH_RECIPE = recipes.get("fp8-blockwise")
+SCALE_BLOCK = _DISPATCH_RECIPE.block  # elements per FP32 scale of an FP8 activation
 
 
 def all_to_all_bytes(tokens, d_model, top_k, bytes_per_element=2):
@@ -213,8 +217,7 @@ def bytes_per_element(dispatch_dtype="bf16") -> float:
     """
     if dispatch_dtype not in DISPATCH_DTYPES:
         raise InvalidValue(f"dispatch_dtype must be one of {', '.join(DISPATCH_DTYPES)}; got {dispatch_dtype!r}.")
-    b = dtypes.bytes_per_element(dispatch_dtype)
-    return b + (dtypes.bytes_per_element("fp32") / SCALE_BLOCK if dispatch_dtype == "fp8" else 0)
+    return _DISPATCH_RECIPE.element_bytes("fp8") if dispatch_dtype == "fp8" else dtypes.bytes_per_element(dispatch_dtype)
 
 
 # --- where a token's k experts are ------------------------------------------------------------------------------

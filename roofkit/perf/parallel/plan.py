@@ -180,6 +180,11 @@ class Plan:
     dispatcher: str = "alltoall"
 
     @property
+    def link_busy_s(self) -> dict:
+        """Seconds each link level ('intra', 'inter') carries traffic in a step, hidden or not (:func:`link_busy`)."""
+        return link_busy(self.communication)
+
+    @property
     def communication_s(self) -> float:
         """Exposed communication: what does not hide behind compute."""
         return sum(c["exposed_s"] for c in self.communication.values())
@@ -253,7 +258,7 @@ class Plan:
                                "memory_estimate_bytes": self.memory_estimate_bytes,
                                "communication_s": self.communication_s, "tokens_per_gpu": self.tokens_per_gpu,
                                "layout": self.layout, "breakdown": self.breakdown,
-                               "mfu_convention": MFU_CONVENTION}
+                               "link_busy_s": self.link_busy_s, "mfu_convention": MFU_CONVENTION}
 
 
 def _check_layout(M, G, t, c, p, d, e, zero, etp=None, sequence_parallel=False):
@@ -738,6 +743,15 @@ def _share(comm, kinds, window, eta) -> None:
         comm[k]["exposed_s"] = exposed * comm[k]["time_s"] / traffic if traffic else 0.0
 
 
+def link_busy(comm) -> dict:
+    """Seconds each link level carries traffic, summed over the kinds that travel on it: a link sends its
+    bytes one after another, so no step is shorter than its busiest link's sum."""
+    busy = {}
+    for x in comm.values():
+        busy[x["level"]] = busy.get(x["level"], 0.0) + x["time_s"]
+    return busy
+
+
 def _hide_in_the_bound(comm, compute, stage_mb, p, v, overlap) -> float:
     """The bound: every link's traffic hidden as far as it fits in the step; returns the bubble without traffic.
 
@@ -747,9 +761,7 @@ def _hide_in_the_bound(comm, compute, stage_mb, p, v, overlap) -> float:
     busiest GPU's compute.
     """
     bubble = (p - 1) / v * stage_mb if p > 1 else 0.0
-    busy = {}
-    for kind, x in comm.items():
-        busy[x["level"]] = busy.get(x["level"], 0.0) + x["time_s"]
+    busy = link_busy(comm)
     window = compute + bubble if overlap else 0.0
     excess = max(busy.values(), default=0.0) - window
     if not overlap:
@@ -772,21 +784,22 @@ def _optimizer_s(groups, zero, r) -> float:
     return optimizer_params * steptime.ADAM_BYTES_PER_PARAM / r.bandwidth
 
 
-def model_flops_per_token(model, seq) -> float:
+def model_flops_per_token(model, seq, causal=True) -> float:
     """The model FLOPs of one trained token, as MFU counts them (:data:`MFU_CONVENTION`).
 
     6 x the parameters a token is multiplied by (a mixture's active experts, no embedding
     lookup), plus attention's matmuls under the causal mask; the multi-token prediction
     modules are trained with the model, so their active weights (their block, the 2d x d
     projection, the shared head's second pass) and their block's attention count too, as
-    Megatron-LM's ``num_floating_point_operations`` counts them.
+    Megatron-LM's ``num_floating_point_operations`` counts them. ``causal=False`` counts every score of
+    the T x T matrix instead (PaLM's Appendix B, Megatron-LM's formula): not MFU's count, a source's.
     """
     from .. import training  # deferred: perf.training imports numpy
 
     M = models.get(model)
     head_dim = (M.qk_nope_head_dim + M.qk_rope_head_dim + M.v_head_dim) / 2 if M.mla else M.head_dim
     return training.flops_per_token(M.active_params + M.mtp_active_params, M.layers + M.mtp_layers, M.heads,
-                                    head_dim, whole(seq, "seq"), causal=True)
+                                    head_dim, whole(seq, "seq"), causal=causal)
 
 
 def _flops(L: _Layout, sequence_parallel, attention) -> tuple[float, float]:

@@ -103,13 +103,10 @@ def flops_per_step(run: Run, count: str | None = None) -> float:
     'megatron-eq3'  Narayanan et al. 2021, eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh), recomputation counted
     'megatron-core' Korthikanti et al. 2022, Appendix A, and Megatron-LM's num_floating_point_operations:
                     72 B s l h^2 (1 + s/6h + V/12hl), model FLOPs (B sequences of s tokens, l layers, width h)
-    'roofkit'       :func:`roofkit.training.flops_per_token` (6N with the active parameters, plus attention's
-                    12 l H Q s, every score of the T x T matrix) x tokens
-    'roofkit-causal'  what MFU counts (:func:`roofkit.parallel.plan.model_flops_per_token`): attention under
-                    the causal mask, 12 l H Q (s + 1)/2, and no embedding lookup
+    'roofkit-causal'  what MFU counts (:func:`roofkit.parallel.plan.model_flops_per_token`): 6N with the
+                    active parameters (no embedding lookup), attention under the causal mask, 12 l H Q (s + 1)/2
+    'roofkit'       the same with every score of the T x T matrix, 12 l H Q s (PaLM's count)
     """
-    from .. import training  # deferred: perf.training imports numpy
-
     count = count or run.assumed.get("flop_count", "roofkit")
     M, s = run.model, run.seq
     B, l, h, V = run.tokens / s, M.layers, M.d_model, M.vocab
@@ -117,10 +114,8 @@ def flops_per_step(run: Run, count: str | None = None) -> float:
         return 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
     if count == "megatron-core":
         return 72 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (12 * h * l))
-    if count == "roofkit-causal":
-        return model_flops_per_token(M, s) * run.tokens
-    if count == "roofkit":
-        return training.flops_per_token(M.active_params, M.layers, M.heads, M.head_dim, s) * run.tokens
+    if count in ("roofkit", "roofkit-causal"):
+        return model_flops_per_token(M, s, causal=count == "roofkit-causal") * run.tokens
     raise InvalidValue(f"unknown FLOP count {count!r}; expected megatron-eq3, megatron-core or roofkit.")
 
 
