@@ -29,6 +29,8 @@ def test_serving_explorer_batch_slider_crosses_the_memory_limit(lab, page, shots
         for _ in range(3):  # batch 64 -> 512, past the 162 sequences that fit
             handle.press("ArrowRight")
         expect(label).to_contain_text("does not fit", timeout=60_000)
+        # each press re-renders; batch 256 already does not fit, so wait for the third press's (a race otherwise)
+        expect(label).to_contain_text("batch 512", timeout=60_000)
         expect(plot).not_to_have_attribute("src", before_plot)
         after = label.inner_text()
         assert after != before_text and "batch 512" in after
