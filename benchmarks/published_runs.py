@@ -9,7 +9,8 @@ Prints, for every run shipped in roofkit/data/published/:
    experts, Blackwell): predicted / published step time for the bound (must be <= 1: a
    published run faster than the bound is a bug), for the calibrated estimate, and for
    the calibrated estimate refitted WITHOUT that run (leave-one-out); the matmul share
-   is fitted on the dense runs only, the mixtures of experts are predicted;
+   is fitted on the dense runs only, then the cost per local expert on the mixtures of
+   experts (roofkit.parallel.calibration.fit_expert_cost), each left out in turn too;
 2. the HELD-OUT set (training_heldout.json: Narayanan et al. Table 2, Korthikanti et
    al. Tables 3 and 5, MT-NLG, Megatron-Core's H100 table; training_frontier_heldout.json:
    dgxc-benchmarking, DeepSeek-V3's report, torchtitan, Megatron-Core's Mixtral), which
@@ -86,11 +87,14 @@ def main() -> None:
     started = time.perf_counter()
     fitting, held = published.load("fitting"), published.load("held-out")
     dense = calibration.dense_fitting_runs()
-    k = calibration.fit(dense)
+    moe = calibration.moe_fitting_runs()
+    k = calibration.fit_expert_cost(calibration.fit(dense))
     shipped = calibration.constants()
     print(f"fit on the {len(dense)} dense runs of the {len(fitting)} fitting runs: matmul_efficiency = {k.matmul_efficiency:.3f} "
           f"(overlap_efficiency {k.overlap_efficiency:g}, per-kernel floor from roofkit.layertime), "
           f"rms log error {k.rms_log_error:.3f}; shipped: {shipped.matmul_efficiency:.3f}")
+    print(f"then on its {len(moe)} mixtures of experts: moe_expert_s = {k.moe_expert_s * 1e3:.3f} ms per local expert, "
+          f"MoE layer and micro-batch; shipped: {shipped.moe_expert_s * 1e3:.3f} ms")
     if args.write:
         path = ROOT / "roofkit/data/published/calibration.json"
         path.write_text(json.dumps(k.to_dict(), indent=1) + "\n", encoding="utf-8")
@@ -98,17 +102,21 @@ def main() -> None:
         calibration._CACHE.clear()
 
     loo = {} if args.quick else {x["case"]: x for x in calibration.leave_one_out(dense)}
+    loo_moe = {} if args.quick else {x["case"]: x for x in calibration.leave_one_out_experts(k)}
     print("\n== fitting set: predicted / published step time ==")
     print(f"  {'run':<54} {'published':>10} {'bound':>6} {'calib.':>7} {'LOO':>6} {'LOO k':>6}")
     rows = ratios(fitting, k)
     for x in rows:
-        o = loo.get(x["case"])
+        o, e = loo.get(x["case"]), loo_moe.get(x["case"])
         extra = f" {o['ratio']:6.2f} {o['constants']['matmul_efficiency']:6.3f}" if o else ""
-        mark = " (experts: predicted, not fitted)" if x["run"].model.moe else ""
-        print(f"  {x['case'][:54]:<54} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}{extra}{mark}")
+        extra += f" {e['ratio']:6.2f} {e['moe_expert_s'] * 1e3:.3f} ms (experts)" if e else ""
+        print(f"  {x['case'][:54]:<54} {x['published_s']:9.2f}s {x['bound']:6.2f} {x['calibrated']:7.2f}{extra}")
     groups(rows)
     if loo:
-        summary([{"r": o["ratio"]} for o in loo.values()], "r", "leave-one-out")
+        summary([{"r": o["ratio"]} for o in loo.values()], "r", "leave-one-out, dense (matmul share refitted)")
+    if loo_moe:
+        summary([{"r": o["ratio"]} for o in loo_moe.values()], "r",
+                "leave-one-out, mixtures of experts (cost per expert refitted)")
 
     print("\n== held-out set (never fitted on) ==")
     held_rows = ratios(held, k)
@@ -125,7 +133,7 @@ def main() -> None:
                   f"({1 / x['calibrated'] - 1:+.1%})  bound {mfu_pub / x['bound']:.1%}")
 
     if not args.quick:
-        both = calibration.fit(dense, free=("matmul_efficiency", "overlap_efficiency"))
+        both = calibration.fit_expert_cost(calibration.fit(dense, free=("matmul_efficiency", "overlap_efficiency")))
         print(f"\n== fit freeing the overlap efficiency too: matmul {both.matmul_efficiency:.3f}, overlap "
               f"{both.overlap_efficiency:.3f}, rms log error {both.rms_log_error:.3f} (vs {k.rms_log_error:.3f}) ==")
         summary(ratios(fitting, both), "calibrated", "fitting set")

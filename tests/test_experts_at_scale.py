@@ -476,3 +476,33 @@ def test_the_estimate_charges_the_alltoall_dispatcher_s_permutations_and_the_bou
     assert bound.step_time_s <= est.step_time_s
     hybrid = parallel.plan(**QWEN30, calibrated=True, dispatcher="deepep")  # DeepEP/HybridEP: not charged here
     assert hybrid.communication["ep"]["permute_s"] == 0
+
+
+def test_the_estimate_pays_each_local_expert_and_the_bound_none():
+    # Constants.moe_expert_s: seconds per local expert, MoE layer and micro-batch (forward and backward)
+    from dataclasses import replace
+
+    from roofkit.perf.parallel import calibration
+
+    k = calibration.constants()
+    base = dict(model="qwen3-30b-a3b", hw="h100", gpus=8, global_batch_tokens=64 * 4096, seq=4096, ep=8,
+                microbatches=8, zero=1)
+    bound, est = parallel.plan(**base), parallel.plan(**base, calibrated=True)
+    assert bound.experts_host_s == 0.0 and "experts, expert by expert" not in bound.breakdown
+    M = models.get("qwen3-30b-a3b")
+    expected = k.moe_expert_s * (M.experts / 8) * M.moe_layers * 8  # 16 experts a GPU, 48 layers, 8 micro-batches
+    assert est.experts_host_s == pytest.approx(expected) and est.breakdown["experts, expert by expert"] == expected
+    assert est.step_time_s == pytest.approx(est.compute_s + est.communication_s + est.bubble_s + est.optimizer_s
+                                            + expected)
+    fewer = parallel.plan(**(base | {"ep": 4, "gpus": 8}), calibrated=True)  # twice the experts on each GPU
+    assert fewer.experts_host_s == pytest.approx(2 * expected)
+    staged = parallel.plan(**(base | {"pp": 2, "ep": 4}), calibrated=True)  # half the layers a stage
+    assert staged.experts_host_s == pytest.approx(fewer.experts_host_s / 2)
+    unpaid = parallel.plan(**(base | {"pp": 2, "ep": 4}), calibrated=True,
+                           constants=replace(k, moe_expert_s=0.0))
+    fill = (staged.pp - 1) / staged.virtual_stages * staged.experts_host_s / staged.microbatches
+    assert staged.bubble_s == pytest.approx(unpaid.bubble_s + fill)  # the pipeline's fill and drain pay it too
+    dense = parallel.plan(model="llama-3-8b", hw="h100", gpus=8, global_batch_tokens=64 * 4096, seq=4096,
+                          calibrated=True)
+    assert dense.experts_host_s == 0.0
+    assert json.loads(json.dumps(est.to_dict()))["experts_host_s"] == pytest.approx(expected)

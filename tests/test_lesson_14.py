@@ -730,9 +730,26 @@ def test_published_runs_are_counted_by_a_cell_and_described_without_calibrated_f
     runs = published.load("all")
     rows = published.compare()
     assert len(rows) == len(runs) and all(r["bound_ratio"] <= 1 for r in rows)
-    # "the estimate is too fast for many of them (the mixtures of experts), a few by several times"
-    moe = [row["calibrated_ratio"] for run, row in zip(runs, rows) if run.model.moe]
-    assert sum(x < 0.8 for x in moe) >= len(moe) / 3 and min(moe) < 0.4
+    # the mixtures of experts: "with that alone it was too fast", then "one fitted cost per local expert brings most
+    # runs near, those it was fitted on and those it never saw"; "gpt-oss-120b stays too fast, and so does NeMo
+    # 25.04's DeepSeek-V3 on 128 GB200s"
+    from dataclasses import replace
+
+    from roofkit.perf.parallel import calibration
+
+    moe_runs = [run for run in runs if run.model.moe]
+    without = replace(calibration.constants(), moe_expert_s=0.0)
+    alone = [published.predict(r, calibrated=True, constants=without).step_time_s / published.published_step_s(r)
+             for r in moe_runs]
+    assert sum(x < 0.8 for x in alone) >= len(alone) / 2 and min(alone) < 0.4
+    moe = {run.case: row["calibrated_ratio"] for run, row in zip(runs, rows) if run.model.moe}
+    for held_out in (False, True):
+        some = [moe[r.case] for r in moe_runs if r.held_out == held_out]
+        assert sum(1 / 1.25 <= x <= 1.25 for x in some) > len(some) / 2
+    misses = {case for case, x in moe.items() if x < 0.8}
+    assert all("gpt-oss" in case or case.startswith("dgxc-benchmarking DeepSeek-V3")
+               or "Qwen3-30B-A3B on 16 H100" in case for case in misses), misses
+    assert "Constants.moe_expert_s" not in text and "GroupedLinear" in text
     # "most dense runs' filled markers sit near the diagonal"
     dense = [row["calibrated_ratio"] for run, row in zip(runs, rows) if not run.model.moe]
     assert sum(1 / 1.25 <= x <= 1.25 for x in dense) > 0.8 * len(dense)

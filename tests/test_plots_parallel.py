@@ -112,6 +112,10 @@ def test_step_bars_are_compute_communication_and_bubble(plans):
     ax = fig.axes[0]
     for attribute, *_ in pp.STEP_PARTS:
         bars = _bars(ax, attribute)
+        if attribute == "experts_host_s":  # the estimate's cost per expert: no bar, no legend without experts
+            assert not bars and all(p.experts_host_s == 0 for p in plans)
+            assert "experts one by one (estimate)" not in [t.get_text() for t in ax.get_legend().get_texts()]
+            continue
         # the first plan is drawn on top: bars go bottom-up, plans top-down
         assert [b.get_width() for b in bars] == pytest.approx([getattr(p, attribute) for p in plans])
     ends = [b.get_x() + b.get_width() for b in _bars(ax, "optimizer_s")]
@@ -120,6 +124,17 @@ def test_step_bars_are_compute_communication_and_bubble(plans):
     assert f"MFU {plans[0].mfu:.0%}, {plans[0].step_time_s:.3g} s" in labels
     where = dict(zip([t.get_text() for t in ax.get_yticklabels()], ax.get_yticks()))
     assert list(where) == [p.layout for p in plans] and where[plans[0].layout] == max(where.values())  # first on top
+
+
+def test_step_bars_of_a_calibrated_mixture_of_experts_show_its_experts_one_by_one():
+    from roofkit import parallel
+
+    moe = parallel.plan("qwen3-30b-a3b", "h100", 8, 64 * 4096, 4096, ep=8, zero=1, calibrated=True)
+    ax = pp.step_plot([moe]).axes[0]
+    (bar,) = _bars(ax, "experts_host_s")
+    assert bar.get_width() == pytest.approx(moe.experts_host_s) and moe.experts_host_s > 0
+    assert bar.get_x() + bar.get_width() == pytest.approx(moe.step_time_s)
+    assert "experts one by one (estimate)" in [t.get_text() for t in ax.get_legend().get_texts()]
 
 
 def test_step_bars_as_shares_add_up_to_one(plans):

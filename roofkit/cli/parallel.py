@@ -24,7 +24,7 @@ def cmd_parallel(args) -> None:
                          recipe=args.recipe, etp=args.etp, max_nodes_per_token=args.max_nodes_per_token,
                          dispatch_dtype=args.dispatch_dtype, dispatcher=args.dispatcher,
                          moe_imbalance=args.moe_imbalance)
-    mode = ("calibrated estimate: achievable roofs, NCCL's measured bandwidth, fitted shares" if plan.calibrated
+    mode = ("calibrated estimate: achievable roofs, NCCL's measured bandwidth, fitted constants" if plan.calibrated
             else "bound: datasheet roofs, line-rate links, perfect overlap (no real run is faster)")
     extras = f", {plan.policy}" if plan.policy else ""
     rows = [("layout", f"{plan.model} on {plan.gpus} x {plan.accelerator}: {plan.layout}{extras}, "
@@ -39,6 +39,10 @@ def cmd_parallel(args) -> None:
             ("  communication (exposed)", human(plan.communication_s, "s"))]
     rows += [(f"    {kind} ({c['collective']})", f"{human(c['exposed_s'], 's')} exposed of {human(c['time_s'], 's')}")
              for kind, c in plan.communication.items()]
+    if plan.experts_host_s:
+        each = human(plan.constants["moe_expert_s"], "s")
+        rows.append(("  experts one by one", f"{human(plan.experts_host_s, 's')} ({each} per local expert, MoE layer "
+                                             "and micro-batch, fitted)"))
     rows += [("  pipeline bubble", human(plan.bubble_s, "s") + (f" ({plan.schedule})" if plan.pp > 1 else "")),
              ("  optimizer", human(plan.optimizer_s, "s")),
              ("tokens/s", f"{plan.tokens_per_s:,.0f}"),

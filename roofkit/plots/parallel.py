@@ -37,7 +37,8 @@ __all__ = ["Curve", "collective_plot", "step_plot", "memory_plot", "plan_table",
 STEP_PARTS = (("compute_s", "compute", style.BOUND["compute"], ""),
               ("communication_s", "exposed communication", style.BOUND["communication"], ""),
               ("bubble_s", "pipeline bubble", style.PARTS["bubble"], "//"),
-              ("optimizer_s", "optimizer", style.PALETTE["olive"], ""))
+              ("optimizer_s", "optimizer", style.PALETTE["olive"], ""),
+              ("experts_host_s", "experts one by one (estimate)", style.PALETTE["grey"], ".."))
 MEMORY_PARTS = (("weights", "weights", style.PARTS["weights"]), ("grads", "gradients", style.PARTS["gradients"]),
                 ("optimizer", "optimizer states", style.PARTS["optimizer"]),
                 ("activations", "activations", style.PARTS["activations"]),
@@ -270,6 +271,8 @@ def step_plot(plans, labels=None, share=False, ax=None, title=None):
         if share:
             left = [x / p.step_time_s for x, p in zip(left, chosen)]
             width = [x / p.step_time_s for x, p in zip(width, chosen)]
+        if attribute == "experts_host_s" and not any(width):  # the estimate's, for mixtures of experts only
+            continue
         ax.barh(list(rows), width, left=left, color=colour, hatch=hatch, edgecolor="white", height=0.6,
                 label=label, gid=attribute)
     end = max(1.0 if share else p.step_time_s for p in chosen)

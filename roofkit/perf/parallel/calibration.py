@@ -1,4 +1,4 @@
-"""The calibrated step model's fitted constant, fitted on published training runs, and how well it generalizes.
+"""The calibrated step model's fitted constants, fitted on published training runs, and how well they generalize.
 
 ``--calibrated`` keeps every sourced figure as it is: the achievable matmul
 rates (ml-engineering's MAMF tables, roofkit's H200 measurements), the
@@ -21,6 +21,21 @@ bandwidth nccl-tests measures on each link and NCCL's own latencies
   "overlap_efficiency"))`` tries, and ``benchmarks/published_runs.py``
   prints what it finds and how the held-out runs fare with it).
 
+One cost, not a share, is fitted on the mixtures of experts of the fitting set, once the
+matmul share is fixed by the dense runs:
+
+* ``moe_expert_s``: the seconds each local expert adds to one MoE layer's forward and
+  backward of one micro-batch, past its FLOPs and bytes (:func:`fit_expert_cost`). In
+  Megatron-Core with Transformer Engine, the framework of every published run of a
+  mixture of experts roofkit ships, the experts are handled one by one: Transformer
+  Engine's ``GroupedLinear`` (``transformer_engine/pytorch/module/grouped_linear.py``)
+  registers a weight per expert (``weight0``, ``weight1``, ...), quantizes each in a Python
+  loop, runs a cuBLAS GEMM per expert (``general_grouped_gemm``), and in the backward
+  hands each expert's gradient to Megatron-Core's DDP on its own. Megatron-Core's MoE
+  guide names the symptom ("CPU Overhead Bottleneck": gaps between kernels where the CPU
+  cannot launch them fast enough; ``megatron/core/transformer/moe/README.md``). The
+  published steps grow with the experts each GPU holds, not with the experts' FLOPs.
+
 The fit minimizes the sum of squared log ratios, predicted / published step
 time (:func:`fit`); :func:`leave_one_out` refits without each run and predicts
 it. The values in use live in ``data/published/calibration.json``, written by
@@ -32,12 +47,14 @@ are in :mod:`roofkit.parallel.constants` (this module builds on the step model).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ...errors import InvalidValue
 from .constants import _CACHE, RANGES, Constants, constants  # noqa: F401 (_CACHE: benchmarks/published_runs.py)
 from .published import load, predict, published_step_s
 
-__all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "dense_fitting_runs", "RANGES", "FREE"]
+__all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "dense_fitting_runs", "RANGES", "FREE",
+           "fit_expert_cost", "moe_fitting_runs", "leave_one_out_experts"]
 
 FREE = ("matmul_efficiency",)  # what the default fit frees (see the module's docstring)
 
@@ -87,12 +104,47 @@ def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
         for name in free:
             lo, hi = RANGES[name]
             values[name] = _minimize(lambda x: _loss(runs, Constants(**(values | {name: x}))), lo, hi)
-    values = {k: round(v, 3) for k, v in values.items()}
+    values = {k: round(v, 3) if k != "moe_expert_s" else round(v, 6) for k, v in values.items()}
     errors = log_error(runs, Constants(**values))
     rms = math.sqrt(sum(e * e for e in errors) / len(errors))
     return Constants(**values, fitted_on=len(runs), rms_log_error=rms,
                      source=f"{', '.join(free)} fitted on {len(runs)} published runs "
                             f"(roofkit/data/published/: {', '.join(sorted({r.file for r in runs}))})")
+
+
+def fit_expert_cost(base: Constants, runs=None) -> Constants:
+    """``base`` with its cost per local expert (:attr:`Constants.moe_expert_s`) fitted on ``runs`` (default: the
+    mixtures of experts of the fitting set, :func:`moe_fitting_runs`), every other constant as ``base`` has it.
+
+    Fitted after the matmul share, which the dense runs fix: what a mixture of experts spends past its FLOPs
+    and bytes is what is left to explain, and one number per local expert explains most of it.
+    """
+    runs = moe_fitting_runs() if runs is None else list(runs)
+    if not runs:
+        raise InvalidValue("fit_expert_cost needs at least one published run of a mixture of experts.")
+    lo, hi = RANGES["moe_expert_s"]
+    value = round(_minimize(lambda x: _loss(runs, replace(base, moe_expert_s=x)), lo, hi, tol=1e-6), 6)
+    return replace(base, moe_expert_s=value, moe_fitted_on=len(runs),
+                   source=f"{base.source}; moe_expert_s then fitted on its {len(runs)} mixtures of experts")
+
+
+def moe_fitting_runs() -> list:
+    """The runs the cost per local expert is fitted on: the fitting set's mixtures of experts."""
+    return [r for r in load("fitting") if r.model.moe]
+
+
+def leave_one_out_experts(base: Constants, runs=None, left_out=None) -> list[dict]:
+    """Refit the cost per local expert without each mixture of experts in turn (each of ``left_out``, default all
+    of ``runs``) and predict it: {case, moe_expert_s, ratio (predicted / published)}."""
+    runs = moe_fitting_runs() if runs is None else list(runs)
+    rows = []
+    for i, run in enumerate(runs):
+        if left_out is not None and run not in left_out:
+            continue
+        k = fit_expert_cost(base, runs[:i] + runs[i + 1:])
+        rows.append({"case": run.case, "moe_expert_s": k.moe_expert_s,
+                     "ratio": predict(run, calibrated=True, constants=k).step_time_s / published_step_s(run)})
+    return rows
 
 
 def dense_fitting_runs() -> list:

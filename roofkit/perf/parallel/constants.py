@@ -1,4 +1,5 @@
-"""The calibrated step model's constants: two shares, and the values in use (data/published/calibration.json).
+"""The calibrated step model's constants: two shares, a cost per expert, and the values in use
+(data/published/calibration.json).
 
 :class:`Constants` is what :func:`roofkit.parallel.plan` takes with
 ``calibrated=True`` (every share at 1 is the bound); :func:`constants` reads the
@@ -16,12 +17,13 @@ from importlib import resources
 __all__ = ["Constants", "constants", "RANGES"]
 
 # the range each constant may take
-RANGES = {"matmul_efficiency": (0.3, 1.0), "overlap_efficiency": (0.0, 1.0)}
+RANGES = {"matmul_efficiency": (0.3, 1.0), "overlap_efficiency": (0.0, 1.0), "moe_expert_s": (0.0, 5e-3)}
 
 
 @dataclass(frozen=True)
 class Constants:
-    """The calibrated model's fitted shares (1.0 and 1.0 in the bound: every cost at its best)."""
+    """The calibrated model's fitted constants (the bound: every share at 1.0, no cost per expert, every cost at
+    its best)."""
 
     matmul_efficiency: float = 1.0
     overlap_efficiency: float = 1.0
@@ -33,6 +35,13 @@ class Constants:
     # the experts' all-to-alls and grouped GEMMs (roofkit.parallel.experts, roofkit.steptime); the published
     # fitting runs force a balanced router, so nothing fits it yet and it stays 1.0 unless a run gives its own
     moe_imbalance: float = 1.0
+    # seconds each of a GPU's local experts adds to one MoE layer's forward and backward of one micro-batch, past
+    # its FLOPs and bytes: the work done expert by expert (Transformer Engine's GroupedLinear keeps a weight and
+    # quantizers per expert, loops over them in Python forward and backward, and runs a cuBLAS GEMM per expert;
+    # Megatron-Core's DDP runs a gradient hook per expert weight). 0 in the bound; fitted on the mixtures of
+    # experts of the fitting set (roofkit.parallel.calibration.fit_expert_cost)
+    moe_expert_s: float = 0.0
+    moe_fitted_on: int = 0
 
     @classmethod
     def bound(cls) -> "Constants":
@@ -51,5 +60,6 @@ def constants() -> Constants:
         data = json.loads(resources.files("roofkit").joinpath("data/published/calibration.json")
                           .read_text(encoding="utf-8"))
         _CACHE.append(Constants(**{k: data[k] for k in ("matmul_efficiency", "overlap_efficiency", "floor_s",
-                                                        "fitted_on", "rms_log_error", "source")}))
+                                                        "fitted_on", "rms_log_error", "source", "moe_expert_s",
+                                                        "moe_fitted_on")}))
     return _CACHE[0]

@@ -10,6 +10,8 @@ data-parallel replica, each pipeline stage holding v chunks of layers::
          + exposed data-parallel traffic            gradients reduced, weights gathered (ZeRO)
          + exposed pipeline sends                   filling and draining the pipeline
          + the optimizer step                       Adam over this GPU's shard, at HBM speed
+         + the experts one by one (estimate)        a fitted cost per local expert, MoE layer and
+                                                    micro-batch (:func:`_expert_host_s`), with its fill
 
 t_mb is one micro-batch through this GPU's share of the layers and of the
 head (the output layer and the cross-entropy; the embedding lookup is a gather,
@@ -178,6 +180,10 @@ class Plan:
     max_nodes_per_token: int | None = None
     dispatch_dtype: str = "bf16"
     dispatcher: str = "alltoall"
+    # calibrated: the seconds a step's MoE layers spend expert by expert past their FLOPs and bytes, the fitted
+    # cost per local expert (Constants.moe_expert_s) x this GPU's experts x its MoE layers x the micro-batches
+    # (:func:`_expert_host_s`); 0 in the bound
+    experts_host_s: float = 0.0
 
     @property
     def link_busy_s(self) -> dict:
@@ -191,7 +197,7 @@ class Plan:
 
     @property
     def step_time_s(self) -> float:
-        return self.compute_s + self.communication_s + self.bubble_s + self.optimizer_s
+        return self.compute_s + self.communication_s + self.bubble_s + self.optimizer_s + self.experts_host_s
 
     def _utilization(self, flops) -> float:
         from ...catalogs import hardware  # deferred: catalogs.hardware pulls in numpy (through formulas)
@@ -249,6 +255,7 @@ class Plan:
         """Seconds of the step, part by part: compute, each kind of exposed traffic, bubble, optimizer."""
         parts = {"compute": self.compute_s}
         parts |= {f"{kind} ({c['collective']})": c["exposed_s"] for kind, c in self.communication.items()}
+        parts |= {"experts, expert by expert": self.experts_host_s} if self.experts_host_s else {}
         return parts | {"bubble": self.bubble_s, "optimizer": self.optimizer_s}
 
     def to_dict(self) -> dict:
@@ -330,7 +337,8 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     comm = {}
     critical = _model_parallel_traffic(comm, fabric, L, sequence_parallel, overlap, tp_overlap, r)
     _pipeline_traffic(comm, fabric, L, overlap, p2p_overlap)
-    bubble = (L.p - 1) / L.v * (stage_mb + critical) if L.p > 1 else 0.0
+    host_mb = _expert_host_s(L, calibrated)
+    bubble = (L.p - 1) / L.v * (stage_mb + critical + host_mb) if L.p > 1 else 0.0
     shards = L.d * L.c  # the ranks that hold the same weights
     groups = _weight_groups(L, shards)
     _data_parallel_traffic(comm, fabric, L, r, t_mb, stage_mb, groups, overlap, gather_api)
@@ -345,6 +353,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                   global_batch_tokens=L.B, seq=L.S, recompute=L.mode, overlap=bool(overlap), efficiency=float(L.U),
                   achievable=bool(achievable), intra=intra_link.key, inter=inter_link.key if inter_link else None,
                   node_gpus=L.node, model_flops=model_flops, compute_s=compute, bubble_s=bubble, communication=comm,
+                  experts_host_s=L.m * host_mb,
                   memory=memory, memory_estimate=memory_estimate, memory_stage=stage,
                   memory_capacity_bytes=acc.capacity_bytes, ep=L.ep, policy=L.policy,
                   sequence_parallel=bool(sequence_parallel), attention=attention, tp_overlap=bool(tp_overlap),
@@ -570,6 +579,20 @@ def _stage_s(L: _Layout, t_mb, part=None) -> float:
         (f"{part}_s", f"moe_{part}_s", f"head_{part}_s", f"mtp_{part}_s")
     dense, moe, head, mtp = (getattr(t_mb, name) for name in names)
     return (L.dense_layers * dense + L.moe_layers * moe + head + L.M.mtp_layers * mtp) / L.p
+
+
+def _expert_host_s(L: _Layout, calibrated: bool) -> float:
+    """Calibrated, the seconds one micro-batch's forward and backward through this stage's MoE layers spend expert
+    by expert: the fitted cost per local expert and layer (:attr:`Constants.moe_expert_s`) x the E / ep experts
+    each GPU holds x the stage's MoE layers. The bound pays none of it: a fused grouped GEMM over every expert
+    (DeepGEMM's, PyTorch's grouped_mm) and a gradient buffer per layer would not.
+
+    It grows with the experts on a GPU, not with their FLOPs: in Megatron-Bridge 25.11's table, Qwen3-30B-A3B in
+    MXFP8 on 8 GB200s (16 experts a GPU) reaches 547 model TFLOP/s a GPU, DeepSeek-V3 in MXFP8 on 256 of them
+    (8 a GPU), 1,003."""
+    if not calibrated or not L.moe_layers or not L.k.moe_expert_s:
+        return 0.0
+    return L.k.moe_expert_s * (L.M.experts / L.ep) * L.moe_layers / L.p
 
 
 def _record(comm, fabric, kind, collective, size, calls, group, stride, exposed=None, pieces=1) -> None:
