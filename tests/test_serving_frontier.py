@@ -10,6 +10,7 @@ published rows themselves: none is read back from the code.
 
 import json
 import math
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -118,9 +119,33 @@ def test_the_estimate_waits_for_the_gpu_with_a_whole_prompt():
     # carries a whole one on one of the 4 GPUs every other step: half a prompt's work at the slowest, not an eighth
     B, P, prompts = 128, 1000, 0.5
     kw = dict(gpus=4, tp=4, ep=4, attention_dp=True, dtype="fp8", kv_dtype="fp8")
-    for calibrated, share in ((False, prompts / 4), (True, prompts)):
+    # and half the steps carry a prompt, as uneven as TensorRT-LLM measured such steps (round robin: 54.11% of the
+    # busiest GPU's tokens on the mean one): the balance moves halfway from 1 to 0.5411
+    balance = 1 - (1 - engine.ADP_BALANCE["round-robin"]) * prompts
+    for calibrated, own, share in ((False, B / 4, prompts / 4), (True, B / 4 / balance, prompts)):
         step = latency.step("deepseek-v3", "h200", B, 1500, prompts, P, calibrated=calibrated, **kw)
-        assert _op(step, "kv.down").flops == pytest.approx(2 * (B / 4 + share * P) * D * LATENT), calibrated
+        assert _op(step, "kv.down").flops == pytest.approx(2 * (own + share * P) * D * LATENT), calibrated
+
+
+def test_the_estimate_gives_the_busiest_gpu_the_measured_share_of_a_mixed_step():
+    # TensorRT-LLM's blog10 (DeepSeek-V3, ADP 8, EP 8): avg / max tokens a rank 54.11% with round robin, 84.33% with
+    # the context wait; a step that only decodes is even
+    B, P, prompts, t = 1024, 1000, 6.0, 4
+    kw = dict(gpus=t, tp=t, ep=t, attention_dp=True, dtype="fp8", kv_dtype="fp8", calibrated=True)
+    for schedule in ("round-robin", "context-wait", "full"):
+        cal = replace(engine.for_engine("tensorrt-llm"), adp_schedule=schedule)
+        step = latency.step("deepseek-v3", "h200", B, 1500, prompts, P, calibration=cal, **kw)
+        mean = B / t + prompts / t * P
+        assert _op(step, "kv.down").flops == pytest.approx(2 * mean / engine.ADP_BALANCE[schedule] * D * LATENT)
+        decode = latency.step("deepseek-v3", "h200", B, 1500, calibration=cal, **kw)
+        assert _op(decode, "kv.down").flops == pytest.approx(2 * B / t * D * LATENT)
+    slow, even = (latency.step("deepseek-v3", "h200", B, 1500, prompts, P, calibration=replace(
+        engine.for_engine("tensorrt-llm"), adp_schedule=s), **kw).time_s for s in ("round-robin", "full"))
+    assert slow > even
+    with pytest.raises(InvalidValue, match="adp_schedule must be one of round-robin, context-wait, full"):
+        replace(engine.for_engine("tensorrt-llm"), adp_schedule="fair")
+    rows = [r for r in published.frontier_heldout() if r.adp_schedule]  # the rows that set attention_dp_config
+    assert rows and all(r.model == "deepseek-v3" and r.adp_schedule == "context-wait" for r in rows)
 
 
 # --- what the estimate pays around the experts' GEMMs ----------------------------------------------------------------
@@ -233,3 +258,17 @@ def test_the_host_brings_qwen3_30b_on_one_b200_to_its_published_throughput():
         speed = published.speed(run_, published.predict(run_, True))
         assert 1 <= speed < 1.35, (run_.case, speed)
         assert published.speed(run_, published.predict(run_)) > 3  # the bound pays no host
+
+
+def test_the_command_line_takes_the_schedule_of_data_parallel_attention(capsys):
+    base = ("serve", "--model", "deepseek-v3", "--hw", "b200", "--gpus", 4, "--tp", 4, "--ep", 4, "--attention-dp",
+            "--input-tokens", 1000, "--output-tokens", 1000, "--dtype", "nvfp4", "--kv-dtype", "fp8",
+            "--engine", "tensorrt-llm", "--calibrated")
+    default = run_json(capsys, *base)["tokens_per_s"]
+    assert run_json(capsys, *base, "--adp-schedule", "round-robin")["tokens_per_s"] == default
+    balanced = run_json(capsys, *base, "--adp-schedule", "full")["tokens_per_s"]
+    assert balanced > default * 1.1  # the busiest GPU carries 1 / 0.877 of the mean, not 1 / 0.5411
+    code, out, err = run(capsys, *base[:12], "--input-tokens", 1000, "--output-tokens", 1000, "--adp-schedule", "full")
+    assert code == 2 and err.count("roofkit: error:") == 1 and "--attention-dp and --calibrated" in err
+    code, out, err = run(capsys, *base, "--adp-schedule", "even")
+    assert code == 2 and "round-robin" in err and "Traceback" not in err

@@ -82,7 +82,7 @@ def cmd_simulate(args) -> None:
     from ..catalogs import hardware, models  # deferred: catalogs.hardware pulls in numpy (through formulas)
     from ..perf.inference import serving, simulate  # deferred: perf.inference pulls in numpy (through formulas)
 
-    if args.ep is not None or args.attention_dp:
+    if args.ep is not None or args.attention_dp or args.adp_schedule is not None:
         raise InvalidValue("--ep and --attention-dp are modelled in the steady state (--input-tokens, --output-tokens) "
                            "and with --context, not in a simulated stream (--request-rate) or --static.")
     if args.static and args.request_rate is not None:
@@ -166,6 +166,20 @@ def cmd_simulate(args) -> None:
     emit(args, data, lines)
 
 
+def _adp_calibration(args):
+    """The engine calibration with ``--adp-schedule``'s schedule (None without the flag: roofkit's default)."""
+    if args.adp_schedule is None:
+        return None
+    if not (args.attention_dp and args.calibrated):
+        raise InvalidValue("--adp-schedule says how an engine hands prompts to the GPUs of data-parallel attention: "
+                           "it goes with --attention-dp and --calibrated (the bound spreads them evenly).")
+    from dataclasses import replace
+
+    from ..perf.inference import engine  # deferred: perf.inference pulls in numpy (through formulas)
+
+    return replace(engine.for_engine(args.engine or engine.DEFAULT_ENGINE), adp_schedule=args.adp_schedule)
+
+
 def cmd_serve(args) -> None:
     if args.request_rate is not None or args.static:
         return cmd_simulate(args)
@@ -185,7 +199,8 @@ def cmd_serve(args) -> None:
     s = serve(args.model, args.hw, gpus=args.gpus, context=args.context, prompt=args.prompt, batch=args.batch,
               dtype=args.dtype, weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, calibrated=args.calibrated,
               input_tokens=args.input_tokens, output_tokens=args.output_tokens, tp=args.tp, pp=args.pp,
-              usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine, ep=args.ep, attention_dp=args.attention_dp)
+              usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine, ep=args.ep, attention_dp=args.attention_dp,
+              calibration=_adp_calibration(args))
     m, acc, plan = models.get(args.model), hardware.get(args.hw), s.memory
     data = s.to_dict()
     layout = (f"attention data-parallel over {plan.tp}" if plan.attention_dp else f"tensor parallel {plan.tp}") \
@@ -262,6 +277,10 @@ def register(sub, common) -> None:
                    help="a mixture of experts: attention data-parallel over the --tp GPUs, each with its own "
                         "sequences and cache and a copy of all but the routed experts (TensorRT-LLM's "
                         "enable_attention_dp, SGLang's --enable-dp-attention; with --ep tp: the 'DEP' layouts)")
+    p.add_argument("--adp-schedule", dest="adp_schedule", choices=("round-robin", "context-wait", "full"),
+                   help="with --attention-dp --calibrated: how the engine hands prompts to those GPUs, as uneven as "
+                        "TensorRT-LLM measured it (default round-robin, 54%% of the busiest GPU's tokens on the mean "
+                        "one; context-wait and full: its attention_dp_config enable_balance, 84%% and 88%%)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--input-tokens", dest="input_tokens", type=tokens("input tokens"),
                       help="a workload: prompt tokens per request (with --output-tokens)")

@@ -27,6 +27,12 @@ and HBM bytes Q. Two models of a kernel's time:
   At a few hundred requests that is nothing; a small mixture of experts on a large GPU holds
   thousands, and its host, not the GPU, sets the pace. The bound counts none of it.
 
+  Under data-parallel attention the GPUs step together (the experts' exchange joins them), so a step
+  lasts as long as its busiest GPU. Steps that carry prompts are uneven: a GPU that takes a prompt has
+  many more tokens than one that only decodes. TensorRT-LLM measured the average over max tokens a
+  rank at 54% with its default round-robin scheduling (:data:`ADP_BALANCE`); the estimate gives the
+  busiest GPU the mean's tokens over that ratio in such steps (:func:`roofkit.inference.latency.step`).
+
 t0 is lesson 11's per-kernel floor, fitted on measured H200 layers
 (:func:`roofkit.layertime.default_calibration`); t_step is the one constant
 fitted on the published serving runs shipped with roofkit
@@ -79,7 +85,7 @@ from ...catalogs import hardware, models
 from .. import comms, layertime
 from ...errors import InvalidValue
 
-__all__ = ["ENGINES", "DEFAULT_ENGINE", "canonical", "EngineCalibration", "Roofs", "roofs", "activation_dtype",
+__all__ = ["ENGINES", "DEFAULT_ENGINE", "ADP_BALANCE", "DEFAULT_ADP_SCHEDULE", "canonical", "EngineCalibration", "Roofs", "roofs", "activation_dtype",
            "default", "for_engine", "kernel_time", "kernel_seconds", "Experts", "PERMUTES_ROWS",
            "HOST_S_PER_REQUEST"]
 
@@ -92,6 +98,14 @@ ROUTER_LOGIT_DTYPE = "fp32"  # the router GEMM's output (TensorRT-LLM's blog03: 
 # ADP2, max_batch_size 1536 a rank, "scenarios where the host overhead is the bottleneck"): "the average per
 # iteration host_step_time is 45.11 ms" with the C++ scheduler, 1,536 requests a rank: 29.4 µs a request.
 HOST_S_PER_REQUEST = {"tensorrt-llm": 45.11e-3 / 1536}
+
+# How evenly a step's tokens spread over the GPUs of data-parallel attention, avg / max tokens per rank in a step
+# that carries prompts (the busiest rank sets the step): TensorRT-LLM's measurements, DeepSeek-V3 on 8 GB200s with
+# ADP 8 and EP 8 (NVIDIA/TensorRT-LLM, docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md, "Performance
+# Summary", "Avg Balance Ratio"): its default round-robin scheduling 54.11%; 'context-wait' (attention_dp_config
+# enable_balance with timeout_iters only) 84.33%; 'full' (with batching_wait_iters too) 87.70%
+ADP_BALANCE = {"round-robin": 0.5411, "context-wait": 0.8433, "full": 0.8770}
+DEFAULT_ADP_SCHEDULE = "round-robin"  # TensorRT-LLM's default: attention_dp_config.enable_balance is off
 
 ENGINES = comms.SERVING_ENGINES  # vllm, tensorrt-llm, sglang
 DEFAULT_ENGINE = "vllm"  # roofkit's default engine: its memory reserve (memory.RESERVE) and its all-reduce rule
@@ -109,9 +123,13 @@ class EngineCalibration:
     source: str = ""
     runs: int = 0  # how many published runs t_step was fitted on
     engine: str = DEFAULT_ENGINE  # whose rule picks the tensor-parallel all-reduce (roofkit.comms.engine_algorithm)
+    # how the engine hands prompts to the GPUs of data-parallel attention (:data:`ADP_BALANCE`)
+    adp_schedule: str = DEFAULT_ADP_SCHEDULE
 
     def __post_init__(self):
         object.__setattr__(self, "engine", canonical(self.engine))
+        if self.adp_schedule not in ADP_BALANCE:
+            raise InvalidValue(f"adp_schedule must be one of {', '.join(ADP_BALANCE)}; got {self.adp_schedule!r}.")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -129,6 +147,7 @@ class Roofs:
     calibrated: bool = False
     engine: str = DEFAULT_ENGINE  # calibrated: whose tensor-parallel all-reduce the step runs (the bound: fastest)
     host_s_per_request: float = 0.0  # calibrated: the engine's host work per request in flight per step
+    adp_balance: float = 1.0  # calibrated: avg / max tokens per rank of data-parallel attention (ADP_BALANCE)
 
     def time(self, flops: float, nbytes: float) -> float:
         """One kernel's time (see the module's docstring)."""
@@ -223,7 +242,7 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
     cal = calibration or default()
     return Roofs(acc.peak(key, achievable=True), layertime.achievable_bandwidth(acc)[0], cal.floor_s, cal.step_s,
                  overlap=False, calibrated=True, engine=cal.engine,
-                 host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0))
+                 host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0), adp_balance=ADP_BALANCE[cal.adp_schedule])
 
 
 _DEFAULT: list[EngineCalibration] = []

@@ -261,17 +261,21 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     part = shard(m, 1 if lay.attention_dp else lay.tp)
     # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)
     micro = lay.pp if lay.pp > 1 and B + share >= lay.pp else 1
-    mine = _busiest_prompts(share, ranks, r.calibrated)  # the prompts of the busiest GPU
+    # the busiest GPU's sequences and prompts (each GPU its own under data-parallel attention)
+    balance = _balance(share, ranks, r)
+    handed = _busiest_prompts(share, ranks, r.calibrated)  # its requests: prompts handed out whole
+    mine = max(handed, share / ranks / balance)  # its prompts' tokens, as uneven as measured
+    own = B / ranks / balance
     tokens = (B * n + share * (P - S)) / micro  # the replica's tokens: what its experts see
-    experts = None if not m.moe else engine.Experts(m, tokens, (B / ranks * n + mine * (P - S)) / micro, lay.ep,
+    experts = None if not m.moe else engine.Experts(m, tokens, (own * n + mine * (P - S)) / micro, lay.ep,
                                                     lay.etp)
     w_bytes = None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight
-    args = (part, B / ranks / micro, n, c, mine / micro, P, S if share else 0, act, w_bytes,
+    args = (part, own / micro, n, c, mine / micro, P, S if share else 0, act, w_bytes,
             None if kv == act else kv, r)
     layer = dataclasses.replace(_layer(*args, experts=experts), accelerator=acc.key)
     dense = m.layers - m.moe_layers if m.moe else 0  # a mixture's layers without experts (Maverick's: every other)
     dense_s = _layer(*args, dense=True).time_s if dense else 0.0
-    rows = (B / ranks * n + mine) / micro  # the output layer: each decoding sequence's new tokens, each prompt's last
+    rows = (own * n + mine) / micro  # the output layer: each decoding sequence's new tokens, each prompt's last
     head = formulas.gemm(rows, m.vocab / (lay.tp // ranks), m.d_model, act,  # data-parallel: the whole vocabulary
                          dtypes.bytes_per_element(weights.other_dtype(fmt)))
     output_s = micro * r.time(head.flops, head.bytes)
@@ -302,14 +306,27 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     # the engine's host prepares the next step while the GPU runs this one (TensorRT-LLM's overlap scheduler): the
     # step lasts as long as the slower of the two; the host works for the requests of its GPU (its own sequences
     # and prompts under data-parallel attention)
-    host = (B / ranks + mine) * r.host_s_per_request
+    host = (B / ranks + handed) * r.host_s_per_request  # the host's work grows with requests, not tokens
     if host > gpu_s:
-        notes.append(f"host-bound: the engine's host work for {B / ranks + mine:,.0f} requests ({host * 1e3:.1f} ms) "
+        notes.append(f"host-bound: the engine's host work for {B / ranks + handed:,.0f} requests ({host * 1e3:.1f} ms) "
                      f"outlasts the GPU's step ({gpu_s * 1e3:.1f} ms)")
     return StepTime(phase=phase, batch=B, new_tokens=n, context=c, time_s=max(gpu_s, host), layers_s=layers_s,
                     output_s=output_s, communication_s=communication, tp=lay.tp, pp=lay.pp, layer=layer,
                     notes=notes, prompts=share, prompt=P, cached=S if share else 0, engine_s=r.step_s,
                     calibrated=r.calibrated, ep=lay.ep, attention_dp=lay.attention_dp, host_s=host)
+
+
+def _balance(prompts, ranks, r: engine.Roofs) -> float:
+    """Average over max tokens a GPU of data-parallel attention in this step (1: even; the bound's).
+
+    Calibrated, a step that carries prompts is as uneven as TensorRT-LLM measured its steps
+    (``r.adp_balance``, :data:`roofkit.inference.engine.ADP_BALANCE`); a step that only decodes is even
+    (blog10: once every request decodes, "naturally reducing imbalances"). With p < 1 prompts a step on
+    average, a share p of the steps carries one: the ratio moves from 1 toward the measured one as p does.
+    """
+    if not r.calibrated or ranks == 1 or not prompts:
+        return 1.0
+    return 1.0 - (1.0 - r.adp_balance) * min(1.0, prompts)
 
 
 def _busiest_prompts(prompts, ranks, calibrated) -> float:

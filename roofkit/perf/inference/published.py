@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -72,6 +72,7 @@ class Run:
     profile_tokens: int = 0  # the profiling pass the engine sizes its cache after (vLLM's max_num_batched_tokens)
     ep: int | None = None  # a mixture's expert-parallel GPUs (trtllm-bench --ep), None: 1
     attention_dp: bool = False  # attention data-parallel over the tp GPUs (TensorRT-LLM's enable_attention_dp)
+    adp_schedule: str | None = None  # how its engine hands prompts to those GPUs (engine.ADP_BALANCE; None: default)
 
     @property
     def layout(self) -> dict:
@@ -138,7 +139,7 @@ def predict(run: Run, calibrated=False, calibration: engine.EngineCalibration | 
     """
     name = engine_of(run)
     if calibrated:
-        calibration = engine.for_engine(name, calibration)
+        calibration = _calibration(run, calibration)
     options = dict(**run.layout, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
                    calibration=calibration, engine=name)
     if run.kind == "ttft":
@@ -162,7 +163,7 @@ def rounds(run: Run, calibration: engine.EngineCalibration | None = None) -> flo
     B, n = _batch(run), run.requests
     name = engine_of(run)
     options = dict(**run.layout, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True,
-                   calibration=engine.for_engine(name, calibration), engine=name)
+                   calibration=_calibration(run, calibration), engine=name)
     full, rest = divmod(n, B)
     seconds = 0.0
     for batch, count in ((B, full), (rest, 1 if rest else 0)):
@@ -170,6 +171,12 @@ def rounds(run: Run, calibration: engine.EngineCalibration | None = None) -> flo
             s = steady_state(run.model, run.hw, run.isl, run.osl, batch=batch, **options)
             seconds += count * batch * s.replicas * run.osl / s.tokens_per_s
     return n * run.osl / seconds * _replicas(run)
+
+
+def _calibration(run: Run, calibration: engine.EngineCalibration | None) -> engine.EngineCalibration:
+    """``calibration`` (default: roofkit's) for the row's engine, with the row's data-parallel attention schedule."""
+    cal = engine.for_engine(engine_of(run), calibration)
+    return replace(cal, adp_schedule=run.adp_schedule) if run.adp_schedule else cal
 
 
 def _replicas(run: Run) -> int:
@@ -185,7 +192,7 @@ def preempted(run: Run, calibration: engine.EngineCalibration | None = None):
     name = engine_of(run)
     return offline(run.model, run.hw, run.requests, run.isl, run.osl, gpus=run.gpus, tp=run.tp, batch=_batch(run),
                    dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True,
-                   calibration=engine.for_engine(name, calibration), profile_tokens=run.profile_tokens,
+                   calibration=_calibration(run, calibration), profile_tokens=run.profile_tokens,
                    preemption=run.preemption, engine=name)
 
 
