@@ -506,3 +506,28 @@ def test_the_estimate_pays_each_local_expert_and_the_bound_none():
                           calibrated=True)
     assert dense.experts_host_s == 0.0
     assert json.loads(json.dumps(est.to_dict()))["experts_host_s"] == pytest.approx(expected)
+
+
+def test_a_run_with_one_fused_grouped_gemm_sets_the_cost_per_expert_to_zero(capsys):
+    from roofkit.perf.parallel import calibration
+
+    base = dict(model="qwen3-30b-a3b", hw="h100", gpus=8, global_batch_tokens=64 * 4096, seq=4096, ep=8, zero=1,
+                calibrated=True)
+    fitted, fused = parallel.plan(**base), parallel.plan(**base, moe_expert_s=0.0)
+    assert fused.experts_host_s == 0.0 and fused.constants["moe_expert_s"] == 0.0
+    assert fitted.step_time_s - fused.step_time_s == pytest.approx(fitted.experts_host_s)
+    assert fitted.constants["moe_expert_s"] == calibration.constants().moe_expert_s
+    doubled = parallel.plan(**base, moe_expert_s=2 * calibration.constants().moe_expert_s)
+    assert doubled.experts_host_s == pytest.approx(2 * fitted.experts_host_s)
+    for bad, match in ((dict(moe_expert_s=-1e-3), "from 0"), (dict(moe_expert_s=True), "from 0"),
+                       (dict(moe_expert_s=1e-3, calibrated=False), "pass calibrated=True")):
+        with pytest.raises(InvalidValue, match=match):
+            parallel.plan(**(base | bad))
+    with pytest.raises(InvalidValue, match="has no experts"):
+        parallel.plan("llama-3-8b", "h100", 8, 64 * 4096, 4096, calibrated=True, moe_expert_s=0.0)
+    argv = ["parallel", "--model", "qwen3-30b-a3b", "--hw", "h100", "--gpus", 8, "--global-batch-tokens", 64 * 4096,
+            "--seq", 4096, "--ep", 8, "--zero", 1, "--calibrated"]
+    data = json.loads(run(capsys, *argv, "--moe-expert-s", 0, "--json")[1])
+    assert data["experts_host_s"] == 0.0 and data["step_time_s"] == pytest.approx(fused.step_time_s)
+    code, out, err = run(capsys, *argv, "--moe-expert-s", -1)
+    assert code == 2 and out == "" and "moe-expert-s must be a number, 0 or more" in err

@@ -82,16 +82,17 @@ def token_count(name):
     return _read_by("tokens", name)
 
 
-def number(name):
-    """An argparse type: a plain positive number such as 0.4 or 2.5."""
+def number(name, zero=False):
+    """An argparse type: a plain positive number such as 0.4 or 2.5 (``zero``: or 0)."""
 
     def parse(text):
-        from ..units import positive  # deferred: import roofkit.cli loads no module but errors
+        from ..units import nonnegative, positive  # deferred: import roofkit.cli loads no module but errors
 
         try:
-            return positive(float(text), name)
+            return (nonnegative if zero else positive)(float(text), name)
         except (ValueError, RoofkitError):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number; got {text!r}.") from None
+            what = "a number, 0 or more" if zero else "a positive number"
+            raise argparse.ArgumentTypeError(f"{name} must be {what}; got {text!r}.") from None
 
     return parse
 

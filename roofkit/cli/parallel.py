@@ -23,7 +23,7 @@ def cmd_parallel(args) -> None:
                          node_gpus=args.node_gpus, gather_api=args.gather_api, calibrated=args.calibrated,
                          recipe=args.recipe, etp=args.etp, max_nodes_per_token=args.max_nodes_per_token,
                          dispatch_dtype=args.dispatch_dtype, dispatcher=args.dispatcher,
-                         moe_imbalance=args.moe_imbalance)
+                         moe_imbalance=args.moe_imbalance, moe_expert_s=args.moe_expert_s)
     mode = ("calibrated estimate: achievable roofs, NCCL's measured bandwidth, fitted constants" if plan.calibrated
             else "bound: datasheet roofs, line-rate links, perfect overlap (no real run is faster)")
     extras = f", {plan.policy}" if plan.policy else ""
@@ -117,6 +117,10 @@ def register(sub, common) -> None:
     p.add_argument("--moe-imbalance", type=number("moe-imbalance"),
                    help="with --calibrated: the busiest expert GPU's tokens over the mean (default: the fitted "
                         "constant, 1.0 until fitted); the bound is perfectly balanced")
+    p.add_argument("--moe-expert-s", dest="moe_expert_s", type=number("moe-expert-s", zero=True),
+                   help="with --calibrated: seconds each expert a GPU holds adds to an MoE layer's forward and "
+                        "backward of a micro-batch (default: the fitted constant, Megatron-Core with Transformer "
+                        "Engine's expert-by-expert GEMMs; 0 for one fused grouped GEMM over every expert)")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage (default 0)")
     p.add_argument("--fsdp-policy", choices=("full-shard", "shard-grad-op", "per-step"),
                    help="ZeRO-3's gathering: full-shard (default; gathers again for the backward), shard-grad-op "

@@ -145,14 +145,17 @@ def check(model, tp, cp, dp, ep, etp, sequence_parallel) -> None:
 
 
 def options(model, calibrated, max_nodes_per_token=None, dispatch_dtype="bf16", dispatcher="alltoall",
-            moe_imbalance=None) -> tuple:
-    """(max_nodes_per_token, dispatch_dtype, dispatcher, moe_imbalance) checked: one InvalidValue naming the bad
-    value and the valid ones. ``moe_imbalance`` is the estimate's (calibrated only: the bound is balanced)."""
+            moe_imbalance=None, moe_expert_s=None) -> tuple:
+    """(max_nodes_per_token, dispatch_dtype, dispatcher, moe_imbalance, moe_expert_s) checked: one InvalidValue
+    naming the bad value and the valid ones. ``moe_imbalance`` and ``moe_expert_s`` (the cost per local expert, MoE
+    layer and micro-batch, :class:`roofkit.parallel.constants.Constants`) are the estimate's (calibrated only: the
+    bound is balanced and pays no such cost)."""
     from ...catalogs import models  # deferred: keeps this module light for roofkit.parallel's import
 
     M = models.get(model)
     given = {"max_nodes_per_token": max_nodes_per_token is not None, "dispatch_dtype": dispatch_dtype != "bf16",
-             "dispatcher": dispatcher != "alltoall", "moe_imbalance": moe_imbalance is not None}
+             "dispatcher": dispatcher != "alltoall", "moe_imbalance": moe_imbalance is not None,
+             "moe_expert_s": moe_expert_s is not None}
     if not M.moe and any(given.values()):
         raise InvalidValue(f"{', '.join(k for k, v in given.items() if v)} describe(s) the experts' dispatch, but "
                            f"{M.name} has no experts.")
@@ -168,7 +171,15 @@ def options(model, calibrated, max_nodes_per_token=None, dispatch_dtype="bf16", 
         if isinstance(moe_imbalance, bool) or not isinstance(moe_imbalance, (int, float)) or not moe_imbalance >= 1:
             raise InvalidValue(f"moe_imbalance is the busiest expert GPU's tokens over the mean, at least 1; got "
                                f"{moe_imbalance!r}.")
-    return max_nodes_per_token, dispatch_dtype, dispatcher, moe_imbalance
+    if moe_expert_s is not None:
+        if not calibrated:
+            raise InvalidValue(f"moe_expert_s = {moe_expert_s!r} is the estimate's cost per local expert: the bound "
+                               "pays none; pass calibrated=True (--calibrated) with it.")
+        if isinstance(moe_expert_s, bool) or not isinstance(moe_expert_s, (int, float)) \
+                or not 0 <= moe_expert_s < 0.1:
+            raise InvalidValue(f"moe_expert_s is seconds per local expert, MoE layer and micro-batch, from 0 (one "
+                               f"fused grouped GEMM over every expert) to under 0.1; got {moe_expert_s!r}.")
+    return max_nodes_per_token, dispatch_dtype, dispatcher, moe_imbalance, moe_expert_s
 
 
 def expert_dp(tp, cp, dp, ep, etp) -> int:

@@ -285,7 +285,7 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
          intra=None, inter=None, node_gpus=None, ep=1, sequence_parallel=False, policy=None, attention="flash",
          tp_overlap=False, p2p_overlap=True, gather_api="flat", calibrated=False, constants=None,
          recipe=None, etp=None, max_nodes_per_token=None, dispatch_dtype="bf16", dispatcher="alltoall",
-         moe_imbalance=None) -> Plan:
+         moe_imbalance=None, moe_expert_s=None) -> Plan:
     """Step time, MFU and memory per GPU of ``model`` trained on ``gpus`` x ``hw`` in a TP x CP x PP x DP layout.
 
     ``model``: a catalog name, a Model, a TOML or config.json file (:func:`roofkit.models.get`).
@@ -306,7 +306,9 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
     per node, then NVLink); the bound sends the least any router could.
     ``moe_imbalance`` (calibrated): the busiest expert GPU's tokens over the mean
     (default the constants', 1.0 until fitted); it scales the experts' all-to-alls
-    and their grouped GEMMs. ``overlap=False``:
+    and their grouped GEMMs. ``moe_expert_s`` (calibrated): the seconds each local expert adds to an MoE
+    layer's forward and backward of a micro-batch (default the constants', fitted on Megatron-Core with
+    Transformer Engine; 0 for one fused grouped GEMM over all experts). ``overlap=False``:
     nothing hides behind compute. ``tp_overlap``: the run overlaps TP traffic
     with its GEMMs (Megatron-Core's ``--tp-comm-overlap``). ``p2p_overlap=False``:
     the pipeline's sends wait between micro-batches (Megatron-LM before
@@ -329,7 +331,8 @@ def plan(model, hw, gpus, global_batch_tokens, seq, tp=1, pp=1, dp=None, cp=1, z
                 recompute, efficiency, achievable, intra, inter, node_gpus, ep, policy, gather_api, calibrated,
                 constants, recipe, moe=dict(etp=etp, sequence_parallel=sequence_parallel,
                                             max_nodes_per_token=max_nodes_per_token, dispatch_dtype=dispatch_dtype,
-                                            dispatcher=dispatcher, moe_imbalance=moe_imbalance))
+                                            dispatcher=dispatcher, moe_imbalance=moe_imbalance,
+                                            moe_expert_s=moe_expert_s))
     fabric = Fabric(L.intra_link, L.inter_link, L.node, calibrated)
     r = _roofs(L, calibrated, achievable)
     t_mb, stage_mb = _microbatch_compute(L, r, sequence_parallel, attention, calibrated)
@@ -452,7 +455,7 @@ def _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, mic
     """plan()'s arguments read and checked, each in the order its error is reported, and the links chosen.
 
     ``moe``: plan()'s expert options by name (etp, sequence_parallel, max_nodes_per_token, dispatch_dtype,
-    dispatcher, moe_imbalance; :mod:`roofkit.parallel.experts`).
+    dispatcher, moe_imbalance, moe_expert_s; :mod:`roofkit.parallel.experts`).
 
     ``precision`` (of the _Layout) is the name of the precision recipe of ``dtype`` and ``recipe``
     (:func:`roofkit.perf.recipe.resolve`): the dtype's own where every kernel runs in it."""
@@ -479,8 +482,9 @@ def _layout(model, hw, gpus, global_batch_tokens, seq, tp, pp, dp, cp, zero, mic
                            "uses achievable roofs: choose one.")
     B, S, sequences, m, U, v = _batch(M, global_batch_tokens, seq, d, p, microbatches, efficiency, virtual_stages)
     k = fitted() if calibrated and constants is None else (constants or Constants.bound())
-    max_nodes, dispatch_dtype, dispatcher, imbalance = experts.options(M, calibrated, **moe)
+    max_nodes, dispatch_dtype, dispatcher, imbalance, per_expert = experts.options(M, calibrated, **moe)
     k = k if imbalance is None else replace(k, moe_imbalance=float(imbalance))
+    k = k if per_expert is None else replace(k, moe_expert_s=float(per_expert))
     intra_link, inter_link, node = links_of(acc, intra, inter, node_gpus)
     return _Layout(M, acc, precision, G, t, c, p, d, e * r // t, zero, policy, mode, B, S, sequences, m, U, v, k,
                    intra_link, inter_link, node, ep=e, etp=r, max_nodes=max_nodes, dispatch_dtype=dispatch_dtype,

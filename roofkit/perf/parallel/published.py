@@ -137,6 +137,9 @@ def _finest(M, pp: int) -> int:
     return max(1, M.layers // pp) if pp > 1 else 1
 
 
+_ESTIMATE_ONLY = ("moe_imbalance", "moe_expert_s")  # a run's own figures for the estimate; the bound takes neither
+
+
 def plan_args(run: Run) -> dict:
     """The keyword arguments of :func:`roofkit.parallel.plan` for this run's layout and assumptions."""
     f, a = run.flags, run.assumed
@@ -155,11 +158,11 @@ def plan_args(run: Run) -> dict:
         args |= dict(ep=int(f.get("ep", 1)), etp=int(f["etp"]) if "etp" in f else None,
                      max_nodes_per_token=a.get("max_nodes_per_token"),
                      dispatch_dtype=a.get("dispatch_dtype", "bf16"), dispatcher=a.get("dispatcher", "alltoall"),
-                     moe_imbalance=a.get("moe_imbalance"))
+                     moe_imbalance=a.get("moe_imbalance"), moe_expert_s=a.get("moe_expert_s"))
     if a.get("recompute") == "least-that-fits":
         for mode in ("none", "selective", "full"):
             args["recompute"] = mode
-            if plan(**{k: v for k, v in args.items() if k != "moe_imbalance"}).fits is not False:
+            if plan(**{k: v for k, v in args.items() if k not in _ESTIMATE_ONLY}).fits is not False:
                 break
     return args
 
@@ -168,7 +171,8 @@ def predict(run: Run, calibrated: bool = False, constants=None):
     """roofkit's plan of the run: the bound (default) or the calibrated estimate."""
     args = plan_args(run)
     if not calibrated:  # the bound's experts are balanced; a run's imbalance is the estimate's
-        args.pop("moe_imbalance", None)
+        for key in _ESTIMATE_ONLY:
+            args.pop(key, None)
     return plan(**args, calibrated=calibrated, constants=constants)
 
 
