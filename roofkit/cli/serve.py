@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 
 from ..errors import InvalidValue, RoofkitError
 from ..units import size
@@ -173,8 +174,6 @@ def _adp_calibration(args):
     if not (args.attention_dp and args.calibrated):
         raise InvalidValue("--adp-schedule says how an engine hands prompts to the GPUs of data-parallel attention: "
                            "it goes with --attention-dp and --calibrated (the bound spreads them evenly).")
-    from dataclasses import replace
-
     from ..perf.inference import engine  # deferred: perf.inference pulls in numpy (through formulas)
 
     return replace(engine.for_engine(args.engine or engine.DEFAULT_ENGINE), adp_schedule=args.adp_schedule)
