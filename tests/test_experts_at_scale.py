@@ -488,10 +488,10 @@ def test_the_estimate_pays_each_local_expert_and_the_bound_none():
     base = dict(model="qwen3-30b-a3b", hw="h100", gpus=8, global_batch_tokens=64 * 4096, seq=4096, ep=8,
                 microbatches=8, zero=1)
     bound, est = parallel.plan(**base), parallel.plan(**base, calibrated=True)
-    assert bound.experts_host_s == 0.0 and "experts, expert by expert" not in bound.breakdown
+    assert bound.experts_host_s == 0.0 and "experts one by one" not in bound.breakdown
     M = models.get("qwen3-30b-a3b")
     expected = k.moe_expert_s * (M.experts / 8) * M.moe_layers * 8  # 16 experts a GPU, 48 layers, 8 micro-batches
-    assert est.experts_host_s == pytest.approx(expected) and est.breakdown["experts, expert by expert"] == expected
+    assert est.experts_host_s == pytest.approx(expected) and est.breakdown["experts one by one"] == expected
     assert est.step_time_s == pytest.approx(est.compute_s + est.communication_s + est.bubble_s + est.optimizer_s
                                             + expected)
     fewer = parallel.plan(**(base | {"ep": 4, "gpus": 8}), calibrated=True)  # twice the experts on each GPU

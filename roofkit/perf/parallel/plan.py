@@ -255,7 +255,7 @@ class Plan:
         """Seconds of the step, part by part: compute, each kind of exposed traffic, bubble, optimizer."""
         parts = {"compute": self.compute_s}
         parts |= {f"{kind} ({c['collective']})": c["exposed_s"] for kind, c in self.communication.items()}
-        parts |= {"experts, expert by expert": self.experts_host_s} if self.experts_host_s else {}
+        parts |= {"experts one by one": self.experts_host_s} if self.experts_host_s else {}
         return parts | {"bubble": self.bubble_s, "optimizer": self.optimizer_s}
 
     def to_dict(self) -> dict:
