@@ -121,8 +121,7 @@ def main() -> int:
         for model in sorted({run.model for run, *_ in rows}):
             summary([r for r in rows if r[0].model == model], f"  of which {model}", {"throughput": (1.25, 1.5, 2.0)})
         every_held += rows if name == "frontier_heldout" else []
-    print("
-every held-out row (serving_heldout.json and serving_frontier_heldout.json)")
+    print("\nevery held-out row (serving_heldout.json and serving_frontier_heldout.json)")
     summary(every_held, "every held-out row", {"throughput": (1.25, 1.6), "ttft": (1.25, 1.6)})
     beyond = [(run, c) for run, _, c, _ in every_held if c is not None and max(c, 1 / c) > 1.6]
     for run, c in sorted(beyond, key=lambda x: -max(x[1], 1 / x[1])):
