@@ -478,3 +478,10 @@ def test_the_checker_finds_a_stale_name_table():
         "roofkit.links: roofkit/links.py, not roofkit/catalogs/links.py"
     with pytest.raises(AssertionError, match="no '| public name"):
         read_name_table("| a | b |\n| --- | --- |\n")
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_every_benchmark_script_compiles(script):
+    # the benchmarks print the figures the closing notes report; no test runs them whole (they take minutes), so a
+    # script broken by an edit would otherwise go unseen until someone reran it
+    compile(script.read_text(encoding="utf-8"), str(script), "exec")
