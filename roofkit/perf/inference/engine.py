@@ -85,9 +85,9 @@ from ...catalogs import hardware, models
 from .. import comms, layertime
 from ...errors import InvalidValue
 
-__all__ = ["ENGINES", "DEFAULT_ENGINE", "ADP_BALANCE", "DEFAULT_ADP_SCHEDULE", "canonical", "EngineCalibration", "Roofs", "roofs", "activation_dtype",
-           "default", "for_engine", "kernel_time", "kernel_seconds", "Experts", "PERMUTES_ROWS",
-           "HOST_S_PER_REQUEST"]
+__all__ = ["ENGINES", "DEFAULT_ENGINE", "ADP_BALANCE", "DEFAULT_ADP_SCHEDULE", "canonical", "EngineCalibration",
+           "Roofs", "roofs", "activation_dtype", "default", "for_engine", "kernel_time", "kernel_seconds", "Experts",
+           "PERMUTES_ROWS", "HOST_S_PER_REQUEST"]
 
 PERMUTES_ROWS = ("tensorrt-llm",)  # engines that copy the routed rows into expert order before the GEMMs
 ROUTING_ID_BYTES = 4  # an expert id (int32) and its weight (FP32), per (token, expert) pair, as the engines keep them
@@ -242,7 +242,8 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
     cal = calibration or default()
     return Roofs(acc.peak(key, achievable=True), layertime.achievable_bandwidth(acc)[0], cal.floor_s, cal.step_s,
                  overlap=False, calibrated=True, engine=cal.engine,
-                 host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0), adp_balance=ADP_BALANCE[cal.adp_schedule])
+                 host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0),
+                 adp_balance=ADP_BALANCE[cal.adp_schedule])
 
 
 _DEFAULT: list[EngineCalibration] = []

@@ -233,8 +233,10 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     (quantize -> allgather)", the tokens in the experts' format, :func:`_expert_exchange`). The step
     lasts as long as its busiest GPU (TensorRT-LLM, ``docs/source/blogs/tech_blog/blog10_ADP_Balance_
     Strategy.md``: "the iteration time is dominated by the slowest rank"): the bound spreads the
-    sequences and the prompts evenly, a scheduler's best; the estimate keeps a prompt whole on one
-    GPU, as round-robin scheduling does (:func:`_busiest_prompts`).
+    sequences and the prompts evenly, a scheduler's best. The estimate gives the busiest GPU the
+    mean's tokens over the balance TensorRT-LLM measured in steps that carry prompts (:func:`_balance`),
+    and at least a whole prompt in a step that carries one, as round-robin scheduling hands them
+    out (:func:`_busiest_prompts`); its host serves its requests, not its tokens.
     """
     m, acc = models.get(model), hardware.get(hw)
     _supported(m)

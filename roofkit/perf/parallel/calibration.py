@@ -57,6 +57,7 @@ __all__ = ["Constants", "constants", "fit", "leave_one_out", "log_error", "dense
            "fit_expert_cost", "moe_fitting_runs", "leave_one_out_experts"]
 
 FREE = ("matmul_efficiency",)  # what the default fit frees (see the module's docstring)
+SHARES = ("matmul_efficiency", "overlap_efficiency")  # what fit() may free: the shares, fitted on the dense runs
 
 
 def log_error(runs, k: Constants) -> list[float]:
@@ -96,15 +97,16 @@ def fit(runs=None, free=FREE, rounds: int = 2) -> Constants:
     runs = dense_fitting_runs() if runs is None else list(runs)
     if not runs:
         raise InvalidValue("fit needs at least one published run.")
-    unknown = [f for f in free if f not in RANGES]
+    unknown = [f for f in free if f not in SHARES]
     if unknown or not free:
-        raise InvalidValue(f"free must name some of {', '.join(RANGES)}; got {free!r}.")
+        raise InvalidValue(f"free must name some of {', '.join(SHARES)}; got {free!r} (the cost per expert is "
+                           "fitted by fit_expert_cost, on the mixtures of experts).")
     values = {"matmul_efficiency": 1.0, "overlap_efficiency": 1.0}
     for _ in range(rounds if len(free) > 1 else 1):
         for name in free:
             lo, hi = RANGES[name]
             values[name] = _minimize(lambda x: _loss(runs, Constants(**(values | {name: x}))), lo, hi)
-    values = {k: round(v, 3) if k != "moe_expert_s" else round(v, 6) for k, v in values.items()}
+    values = {k: round(v, 3) for k, v in values.items()}
     errors = log_error(runs, Constants(**values))
     rms = math.sqrt(sum(e * e for e in errors) / len(errors))
     return Constants(**values, fitted_on=len(runs), rms_log_error=rms,

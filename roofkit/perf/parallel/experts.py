@@ -71,7 +71,7 @@ from .fabric import span
 __all__ = ["A2A_PER_LAYER", "DISPATCHERS", "DISPATCH_DTYPES", "SCALE_BLOCK", "expert_all_to_all",
            "all_to_all_bytes", "ep_choices", "check", "options", "expert_dp", "dispatch_tokens", "tokens_per_expert",
            "bytes_per_element", "expected_hits", "least_copies", "copies", "dispatch_time", "grouped_gemm_points",
-           "grouped_gemm_share", "permutation_bytes", "permutation_time"]
+           "grouped_gemm_share", "permutation_bytes", "permutation_time", "ESTIMATE_FIGURES"]
 
 A2A_PER_LAYER = 4  # dispatch and combine, forward and backward
 DISPATCHERS = ("alltoall", "deepep")  # Megatron-Core's NCCL all-to-all; DeepEP's two stages, once per node
@@ -144,6 +144,17 @@ def check(model, tp, cp, dp, ep, etp, sequence_parallel) -> None:
                            + ("" if r == 1 else " (etp = 1 keeps whole experts on a GPU and allows more)") + ".")
 
 
+# the estimate's figures a run may give in place of the fitted constants (Constants, the bound's own): what the bound
+# takes instead, which values are valid, and what the figure is
+ESTIMATE_FIGURES = {
+    "moe_imbalance": ("is perfectly balanced (1.0)", lambda x: x >= 1,
+                      "the busiest expert GPU's tokens over the mean, at least 1"),
+    "moe_expert_s": ("pays no cost per expert", lambda x: 0 <= x < 0.1,
+                     "seconds per local expert, MoE layer and micro-batch, from 0 (one fused grouped GEMM over every "
+                     "expert) to under 0.1"),
+}
+
+
 def options(model, calibrated, max_nodes_per_token=None, dispatch_dtype="bf16", dispatcher="alltoall",
             moe_imbalance=None, moe_expert_s=None) -> tuple:
     """(max_nodes_per_token, dispatch_dtype, dispatcher, moe_imbalance, moe_expert_s) checked: one InvalidValue
@@ -164,21 +175,15 @@ def options(model, calibrated, max_nodes_per_token=None, dispatch_dtype="bf16", 
     bytes_per_element(dispatch_dtype)  # checks it
     if dispatcher not in DISPATCHERS:
         raise InvalidValue(f"dispatcher must be one of {', '.join(DISPATCHERS)}; got {dispatcher!r}.")
-    if moe_imbalance is not None:
+    for name, value in (("moe_imbalance", moe_imbalance), ("moe_expert_s", moe_expert_s)):
+        if value is None:
+            continue
+        instead, valid, what = ESTIMATE_FIGURES[name]
         if not calibrated:
-            raise InvalidValue(f"moe_imbalance = {moe_imbalance!r} is the estimate's share: the bound is perfectly "
-                               "balanced (1.0); pass calibrated=True (--calibrated) with it.")
-        if isinstance(moe_imbalance, bool) or not isinstance(moe_imbalance, (int, float)) or not moe_imbalance >= 1:
-            raise InvalidValue(f"moe_imbalance is the busiest expert GPU's tokens over the mean, at least 1; got "
-                               f"{moe_imbalance!r}.")
-    if moe_expert_s is not None:
-        if not calibrated:
-            raise InvalidValue(f"moe_expert_s = {moe_expert_s!r} is the estimate's cost per local expert: the bound "
-                               "pays none; pass calibrated=True (--calibrated) with it.")
-        if isinstance(moe_expert_s, bool) or not isinstance(moe_expert_s, (int, float)) \
-                or not 0 <= moe_expert_s < 0.1:
-            raise InvalidValue(f"moe_expert_s is seconds per local expert, MoE layer and micro-batch, from 0 (one "
-                               f"fused grouped GEMM over every expert) to under 0.1; got {moe_expert_s!r}.")
+            raise InvalidValue(f"{name} = {value!r} is the estimate's: the bound {instead}; pass calibrated=True "
+                               "(--calibrated) with it.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not valid(value):
+            raise InvalidValue(f"{name} is {what}; got {value!r}.")
     return max_nodes_per_token, dispatch_dtype, dispatcher, moe_imbalance, moe_expert_s
 
 

@@ -36,6 +36,7 @@ from importlib import resources
 from ...catalogs import models
 from ...errors import InvalidValue
 from .. import recipe as recipes
+from . import experts
 from .plan import model_flops_per_token, plan
 
 __all__ = ["Run", "SETS", "load", "published_step_s", "plan_args", "predict", "flops_per_step", "compare"]
@@ -137,9 +138,6 @@ def _finest(M, pp: int) -> int:
     return max(1, M.layers // pp) if pp > 1 else 1
 
 
-_ESTIMATE_ONLY = ("moe_imbalance", "moe_expert_s")  # a run's own figures for the estimate; the bound takes neither
-
-
 def plan_args(run: Run) -> dict:
     """The keyword arguments of :func:`roofkit.parallel.plan` for this run's layout and assumptions."""
     f, a = run.flags, run.assumed
@@ -162,7 +160,7 @@ def plan_args(run: Run) -> dict:
     if a.get("recompute") == "least-that-fits":
         for mode in ("none", "selective", "full"):
             args["recompute"] = mode
-            if plan(**{k: v for k, v in args.items() if k not in _ESTIMATE_ONLY}).fits is not False:
+            if plan(**{k: v for k, v in args.items() if k not in experts.ESTIMATE_FIGURES}).fits is not False:
                 break
     return args
 
@@ -171,7 +169,7 @@ def predict(run: Run, calibrated: bool = False, constants=None):
     """roofkit's plan of the run: the bound (default) or the calibrated estimate."""
     args = plan_args(run)
     if not calibrated:  # the bound's experts are balanced; a run's imbalance is the estimate's
-        for key in _ESTIMATE_ONLY:
+        for key in experts.ESTIMATE_FIGURES:
             args.pop(key, None)
     return plan(**args, calibrated=calibrated, constants=constants)
 
