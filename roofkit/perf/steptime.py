@@ -74,8 +74,8 @@ from ..errors import InvalidValue
 from ..units import positive, whole
 
 __all__ = ["ATTENTION", "RECOMPUTE", "ADAM_BYTES_PER_PARAM", "BACKWARD_GEMM", "BACKWARD_FLASH", "Roofs", "roofs",
-           "shard", "layer_kernels", "backward_kernels", "recompute_kernels", "head_kernels", "mtp_kernels", "cast_kernels",
-           "weight_cast_kernels", "kernel_time", "kernels_time", "MicrobatchTime", "microbatch", "optimizer_s",
+           "shard", "layer_kernels", "backward_kernels", "recompute_kernels", "head_kernels", "mtp_kernels",
+           "cast_kernels", "weight_cast_kernels", "kernel_time", "kernels_time", "MicrobatchTime", "microbatch", "optimizer_s",
            "recompute_mode", "compare_training"]
 
 ATTENTION = ("flash", "unfused")
