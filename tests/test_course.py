@@ -94,6 +94,22 @@ def test_lessons_type_no_hardware_figure_in_code(lesson):
         assert float(literal) not in figures, f"{lesson.name} types the catalog figure {literal}: use roofkit.hw(...)"
 
 
+# what is left of a LaTeX command whose backslash an edit read as a Python escape (\r, \t, \n, \b, \f, \a, \v):
+# '\rceil' becomes a line break and 'ceil', '\times' a tab and 'imes'
+_EATEN = ("ceil", "floor", "ight", "ho", "angle", "imes", "heta", "ext", "frac", "abla", "eq", "eta", "lpha",
+          "ec", "arphi", "pprox", "ot")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_lessons_math_keeps_its_backslashes(lesson):
+    text = lesson.read_text(encoding="utf-8")
+    assert not re.search(r"[\x07\x08\x09\x0b\x0c\r]", text), f"{lesson.name} holds a control character"
+    prose = re.sub(r"```.*?```", "", text, flags=re.S).replace("$$", "")
+    for span in re.findall(r"\$([^$]+)\$", prose):  # inline math that runs over a line break
+        for line in span.split("\n")[1:]:
+            assert not re.match(rf"(?:{'|'.join(_EATEN)})(?![a-z])", line), f"{lesson.name}: ${span}$"
+
+
 def test_generated_notebooks_are_fresh():
     report = build.build(ROOT, check=True)
     assert report.ok, f"stale: {report.stale}, without a lesson: {report.orphans}; run `roofkit build`"
