@@ -272,3 +272,83 @@ def test_the_command_line_takes_the_schedule_of_data_parallel_attention(capsys):
     assert code == 2 and err.count("roofkit: error:") == 1 and "--attention-dp and --calibrated" in err
     code, out, err = run(capsys, *base, "--adp-schedule", "even")
     assert code == 2 and "round-robin" in err and "Traceback" not in err
+
+
+# --- what a published offline run holds in flight, and how its MoE columns were laid out ------------------------------
+
+
+def _rows(name):
+    return json.loads(resources.files("roofkit").joinpath(f"data/published/{name}").read_text("utf-8"))
+
+
+def test_every_perf_overview_row_says_how_many_requests_it_ran():
+    # trtllm-bench queues every request of its dataset at once: the page's table of $num_requests per ISL/OSL is the
+    # most a run ever holds in flight. The same release's rows in two files must read the same table.
+    rows = [r for name in ("serving_heldout.json", "serving_frontier.json", "serving_frontier_heldout.json")
+            for r in _rows(name) if r["kind"] == "throughput" and ("00f37686" in r["source"] or "03e27c7d" in r["source"])]
+    assert len(rows) == 91 + 18 + 12
+    table = {}
+    for r in rows:
+        assert r.get("requests") or r.get("batch"), r["case"]
+        if r.get("requests") and "00f37686" in r["source"]:
+            assert table.setdefault((r["isl"], r["osl"]), r["requests"]) == r["requests"], r["case"]
+    assert table[(1000, 1000)] == 3000 and table[(128, 128)] == 30000 and table[(20000, 2000)] == 1000
+    for r in rows:  # the later release's 1000/1000 rows take the earlier table's count, and say so
+        if "03e27c7d" in r["source"] and (r["isl"], r["osl"]) == (1000, 1000) and not r.get("batch"):
+            assert r["requests"] == table[(1000, 1000)] and "00f37686" in r["requests_source"], r["case"]
+
+
+def test_a_run_never_holds_more_requests_than_it_has():
+    run_ = next(r for r in published.frontier_heldout() if "deepseek-v3 h200 DEP8" in r.case)
+    assert run_.requests == 3000 and run_.batch is None
+    fits = memory.plan(run_.model, run_.hw, run_.gpus, published.Workload(run_.isl, run_.osl).footprint, 1,
+                       run_.dtype, run_.kv_dtype, tp=run_.tp, ep=run_.ep, attention_dp=True,
+                       engine="tensorrt-llm").max_batch
+    assert fits > 2 * run_.requests  # an FP8 latent cache holds far more than the run brings
+    assert published._batch(run_) == run_.requests
+    held = published.predict(run_, True)
+    unbounded = published.predict(replace(run_, requests=None), True)  # as many as fit: the old reading
+    assert unbounded > 1.2 * held  # thousands more in flight would have made it much faster
+    assert published.speed(run_, published.predict(run_)) >= 1  # the bound at that batch is still a bound
+
+
+def test_the_perf_overview_moe_columns_labelled_tp_are_tensor_parallel_with_experts_over_tp():
+    rows = [r for name in ("serving_heldout.json", "serving_frontier.json") for r in _rows(name)
+            if "00f37686" in r["source"] and r["model"] in ("qwen3-235b-a22b", "llama-4-scout")]
+    assert len(rows) == 35 + 2
+    for r in rows:
+        assert f" TP{r['tp']} " in r["case"] and r["ep"] == r["tp"] and not r.get("attention_dp"), r["case"]
+        assert "StrictBaseModel" in r["layout_source"], r["case"]
+
+
+# --- attention computes in its own precision -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hw, dtype, kv, expected", [
+    ("b200", "nvfp4", "fp8", "fp8"),   # 4-bit weights, an FP8 cache: FP8 attention
+    ("b200", "nvfp4", "bf16", "bf16"),  # a 16-bit cache: 16-bit attention
+    ("h200", "fp8", None, "fp8"),
+    ("h200", "bf16", "fp8", "bf16"),  # 16-bit math keeps its precision
+    ("a100", "int8", "int8", "bf16"),  # no FP8 tensor cores, and no 8-bit cache format it attends in
+])
+def test_attention_computes_in_the_caches_precision_never_in_four_bits(hw, dtype, kv, expected):
+    assert engine.attention_precision(hw, dtype, kv) == expected
+
+
+def test_a_four_bit_model_attends_at_the_fp8_rate():
+    b200 = hardware.get("b200")
+    for calibrated in (False, True):
+        r = engine.roofs("b200", "nvfp4", calibrated, kv_dtype="fp8")
+        assert r.peak_flops == b200.peak("fp4", achievable=calibrated)
+        assert r.attention_flops == b200.peak("fp8", achievable=calibrated) < r.peak_flops
+    # a prompt of 8,192 tokens of Llama 3 70B in NVFP4: its fused attention kernel is compute-bound even at the FP8
+    # rate, so its time is the FP8 rate's, not the FP4 one's
+    step = latency.step("llama-3-70b", "b200", prompts=1, prompt=8192, dtype="nvfp4", kv_dtype="fp8")
+    fused = [k for k in latency.layertime.kernels("llama-3-70b", 1, 8192, None, "nvfp4", kv_dtype="fp8")
+             if k.kind == "attention"]
+    flops, nbytes = sum(k.flops for k in fused), sum(k.bytes for k in fused)
+    assert flops / b200.peak("fp8") > nbytes / b200.memory_bandwidth()
+    assert _op(step, "attn").time_s == pytest.approx(flops / b200.peak("fp8"))
+    # the H200's measured BF16 attention rate is what a calibrated 16-bit cache attends at
+    h200 = engine.roofs("h200", "fp8", True, kv_dtype="bf16")
+    assert h200.attention_flops == hardware.get("h200").attention_peak("bf16")

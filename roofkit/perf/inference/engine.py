@@ -39,6 +39,11 @@ fitted on the published serving runs shipped with roofkit
 (:func:`roofkit.inference.published.fit`, stored in
 ``data/published/serving_calibration.json``). :func:`default` reads it.
 
+**Attention has its own precision** (:func:`attention_precision`): its two products multiply
+activations by the cache, never by weights, so a model whose GEMMs run in FP4 attends in FP8 with
+an FP8 cache, in BF16 with a 16-bit one. The fused attention kernel runs at that precision's rate
+(calibrated: the catalog's measured attention rate where it has one).
+
 In calibrated mode the activations between kernels are kept in 16 bits when the
 math runs in 8 (engines quantize a GEMM's input inside the kernel before it),
 so an FP8 engine reads FP8 weights and an FP8 cache but 2-byte activations.
@@ -86,7 +91,7 @@ from .. import comms, layertime
 from ...errors import InvalidValue
 
 __all__ = ["ENGINES", "DEFAULT_ENGINE", "ADP_BALANCE", "DEFAULT_ADP_SCHEDULE", "canonical", "EngineCalibration",
-           "Roofs", "roofs", "activation_dtype", "default", "for_engine", "kernel_time", "kernel_seconds", "Experts",
+           "Roofs", "roofs", "attention_precision", "activation_dtype", "default", "for_engine", "kernel_time", "kernel_seconds", "Experts",
            "PERMUTES_ROWS", "HOST_S_PER_REQUEST"]
 
 PERMUTES_ROWS = ("tensorrt-llm",)  # engines that copy the routed rows into expert order before the GEMMs
@@ -148,21 +153,25 @@ class Roofs:
     engine: str = DEFAULT_ENGINE  # calibrated: whose tensor-parallel all-reduce the step runs (the bound: fastest)
     host_s_per_request: float = 0.0  # calibrated: the engine's host work per request in flight per step
     adp_balance: float = 1.0  # calibrated: avg / max tokens per rank of data-parallel attention (ADP_BALANCE)
+    attention_flops: float | None = None  # the fused attention kernel's rate (attention_precision); None: peak_flops
+    attention_precision: str | None = None  # the precision that rate is for
 
     def time(self, flops: float, nbytes: float) -> float:
         """One kernel's time (see the module's docstring)."""
         return kernel_time(flops, nbytes, self)
 
 
-def kernel_time(flops: float, nbytes: float, r: Roofs, share: float = 1.0) -> float:
+def kernel_time(flops: float, nbytes: float, r: Roofs, share: float = 1.0, peak: float | None = None) -> float:
     """t = max(F/P, Q/BW) for the bound; F/P + Q/BW + t0 calibrated. ``share``: the part of the matmul rate the
-    kernel reaches (a grouped GEMM at few rows per group, :func:`kernel_seconds`)."""
-    math_s, memory_s = flops / (r.peak_flops * share), nbytes / r.bandwidth
+    kernel reaches (a grouped GEMM at few rows per group, :func:`kernel_seconds`); ``peak``: a rate other than
+    ``r.peak_flops`` (the fused attention kernel's)."""
+    math_s, memory_s = flops / ((r.peak_flops if peak is None else peak) * share), nbytes / r.bandwidth
     return (max(math_s, memory_s) if r.overlap else math_s + memory_s) + r.floor_s
 
 
 def kernel_seconds(k: layertime.Kernel, r: Roofs) -> float:
-    """One kernel's time as ``r`` runs it: :func:`kernel_time`, and calibrated, a grouped GEMM (``shape`` =
+    """One kernel's time as ``r`` runs it: :func:`kernel_time`; the fused attention kernel at its own rate
+    (``r.attention_flops``, :func:`attention_precision`); and calibrated, a grouped GEMM (``shape`` =
     (rows per group, n, k, groups) with more than one group) at the share of the matmul rate DeepGEMM's grouped
     GEMMs reach at that many rows (:func:`roofkit.parallel.experts.grouped_gemm_share`); the bound keeps the roof."""
     share = 1.0
@@ -170,7 +179,7 @@ def kernel_seconds(k: layertime.Kernel, r: Roofs) -> float:
         from ..parallel.experts import grouped_gemm_share  # deferred: roofkit.parallel loads its planner
 
         share = grouped_gemm_share(max(k.shape[0], 1.0))
-    return kernel_time(k.flops, k.bytes, r, share)
+    return kernel_time(k.flops, k.bytes, r, share, r.attention_flops if k.kind == "attention" else None)
 
 
 @dataclass(frozen=True)
@@ -226,24 +235,48 @@ def activation_dtype(dtype, calibrated: bool) -> str:
     return key
 
 
-def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | None = None) -> Roofs:
-    """The roofs of ``hw`` for math in ``dtype``: the datasheet's (bound), or its achievable figures (calibrated).
+def attention_precision(hw, dtype="bf16", kv_dtype=None) -> str:
+    """The precision the fused attention kernel computes in when the weights' GEMMs run in ``dtype``.
 
-    Calibrated needs the catalog's achievable matmul rate in ``dtype``
-    (:class:`roofkit.hardware.NoAchievableFigure` names what is missing); memory runs at
-    :func:`roofkit.layertime.achievable_bandwidth`.
+    Attention's two products multiply activations by the cache, never by weights: an 8-bit (or 4-bit)
+    format of the weights does not reach them. They run in FP8 where the cache is FP8 and the math is
+    8 bits or fewer (TensorRT-LLM's FP8 context FMHA and FP8 generation kernels, on chips with FP8
+    tensor cores); else in 16 bits. No engine computes attention in 4 bits, so an NVFP4 model with an
+    FP8 cache attends in FP8, and with a 16-bit cache in BF16 (``dtype`` when it is 16 bits or more).
     """
     acc = hardware.get(hw)
     key = dtypes.canonical(dtype)
+    if dtypes.bytes_per_element(key) >= 2:
+        return key
+    kv = key if kv_dtype is None else dtypes.canonical(kv_dtype)
+    return "fp8" if kv == "fp8" and "fp8" in acc.peak_flops else "bf16"
+
+
+def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | None = None,
+          kv_dtype=None) -> Roofs:
+    """The roofs of ``hw`` for math in ``dtype``: the datasheet's (bound), or its achievable figures (calibrated).
+
+    The fused attention kernel runs at the rate of :func:`attention_precision` (``kv_dtype``: the cache's;
+    default ``dtype``): the datasheet's peak (bound); calibrated, the catalog's achievable attention rate in
+    that precision where it has one, else its achievable matmul rate. Calibrated needs the catalog's
+    achievable matmul rate in ``dtype`` (:class:`roofkit.hardware.NoAchievableFigure` names what is
+    missing); memory runs at :func:`roofkit.layertime.achievable_bandwidth`.
+    """
+    acc = hardware.get(hw)
+    key = dtypes.canonical(dtype)
+    attends = attention_precision(acc, key, kv_dtype)
     if not calibrated:
         if calibration is not None:
             raise InvalidValue("an engine calibration is used only with calibrated=True.")
-        return Roofs(acc.peak(key), acc.memory_bandwidth())
+        return Roofs(acc.peak(key), acc.memory_bandwidth(), attention_flops=acc.peak(attends),
+                     attention_precision=attends)
     cal = calibration or default()
+    attention = (acc.attention_peak(attends) if acc.has_achievable(f"attention.{attends}")
+                 else acc.peak(attends, achievable=True))
     return Roofs(acc.peak(key, achievable=True), layertime.achievable_bandwidth(acc)[0], cal.floor_s, cal.step_s,
                  overlap=False, calibrated=True, engine=cal.engine,
                  host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0),
-                 adp_balance=ADP_BALANCE[cal.adp_schedule])
+                 adp_balance=ADP_BALANCE[cal.adp_schedule], attention_flops=attention, attention_precision=attends)
 
 
 _DEFAULT: list[EngineCalibration] = []

@@ -255,10 +255,10 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
         raise InvalidValue("a decode step needs its context: the tokens each sequence has cached (at least 1).")
     lay = memory.layout(m, acc, gpus, tp, pp, ep, attention_dp)
     key = dtypes.canonical(dtype)
-    r = engine.roofs(acc, key, calibrated, calibration)
+    kv = dtypes.canonical(key if kv_dtype is None else kv_dtype)
+    r = engine.roofs(acc, key, calibrated, calibration, kv_dtype=kv)
     act = engine.activation_dtype(key, calibrated)
     fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
-    kv = dtypes.canonical(key if kv_dtype is None else kv_dtype)
     ranks = lay.tp if lay.attention_dp else 1  # data-parallel attention: each GPU its own sequences
     part = shard(m, 1 if lay.attention_dp else lay.tp)
     # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)

@@ -197,13 +197,15 @@ def preempted(run: Run, calibration: engine.EngineCalibration | None = None):
 
 
 def _batch(run: Run) -> int | None:
-    """The requests in flight: the source's, when it caps them, and never more than fit (the row's engine's reserve)."""
-    if run.batch is None:
+    """The requests in flight: never more than the source caps them at (its ``batch``), nor than the run has (an
+    offline run's ``requests``, all handed over at once), nor than fit (the row's engine's reserve); None where
+    the source caps neither (as many as fit)."""
+    caps = [cap for cap in (run.batch, run.requests) if cap is not None]
+    if not caps:
         return None
-
     fits = plan(run.model, run.hw, run.gpus, Workload(run.isl, run.osl).footprint, 1, run.dtype, run.kv_dtype,
                 tp=run.tp, engine=engine_of(run), ep=run.ep, attention_dp=run.attention_dp).max_batch
-    return max(1, min(run.batch, fits))
+    return max(1, min(*caps, fits))
 
 
 def speed(run: Run, predicted: float) -> float:
