@@ -8,9 +8,10 @@ Prints:
 1. the wall-clock time to simulate 2,000 and 10,000 requests at 10 requests/s
    (roofkit.inference.simulate.simulate; target: 10,000 in under 2 s on two cores),
    and of the command `roofkit serve ... --request-rate 10 --requests 2000 --json` in-process;
-2. a latency-throughput table over request rates, up to all at once (inf): TTFT, TPOT
-   and ITL percentiles, output tokens/s and goodput, with the steady state of
-   `roofkit serve` (no queue) and a static batch for comparison.
+2. a latency-throughput table over request rates, up to all at once (inf), and over
+   concurrent users (a closed loop, --max-concurrency): TTFT, TPOT and ITL percentiles,
+   output tokens/s and goodput, with the steady state of `roofkit serve` (no queue) and
+   a static batch for comparison.
 
 Not a pass/fail test: the figures are bounds (every step at the roofline).
 """
@@ -60,6 +61,13 @@ def main() -> None:
         s = simulate.simulate(a.model, a.hw, I, O, request_rate=rate, requests=a.requests)
         ms = lambda v: f"{v * 1e3:>8.1f}ms" if v < 10 else f"{v:>9.2f}s"  # noqa: E731
         print(f"{rate:>7g} {ms(s.ttft_s(50))} {ms(s.ttft_s(99))} {ms(s.tpot_s(50))} {ms(s.tpot_s(99))} "
+              f"{ms(s.itl_s(99))} {s.tokens_per_s:>9,.0f} {s.goodput:>10.3g} {s.peak_running:>8} "
+              f"{int(s.preemptions.sum()):>8}")
+    print(f"\nconcurrent users (--max-concurrency N, each sends its next request when its last one finishes):")
+    print(head.replace(" rate/s", "  users"))
+    for users in (1, 8, 32, 128, 256):
+        s = simulate.simulate(a.model, a.hw, I, O, requests=a.requests, max_concurrency=users)
+        print(f"{users:>7} {ms(s.ttft_s(50))} {ms(s.ttft_s(99))} {ms(s.tpot_s(50))} {ms(s.tpot_s(99))} "
               f"{ms(s.itl_s(99))} {s.tokens_per_s:>9,.0f} {s.goodput:>10.3g} {s.peak_running:>8} "
               f"{int(s.preemptions.sum()):>8}")
     print(f"steady state of `roofkit serve` (no queue): batch {steady.batch}, TTFT {steady.ttft_s * 1e3:.1f} ms, "

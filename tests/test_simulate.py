@@ -167,6 +167,9 @@ def test_without_the_new_flags_serve_is_unchanged(capsys):
     (("--max-num-seqs", "64",), "--request-rate"),
     (("--static", "--request-rate", "5"), "--static"),
     (("--request-rate", "5", "--batch", "8"), "--max-num-seqs"),
+    (("--max-concurrency", "0"), "'0'"),
+    (("--max-concurrency", "many"), "'many'"),
+    (("--static", "--max-concurrency", "4"), "--static"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, extra, named):
     code, out, err = run(capsys, "serve", "--model", MODEL, "--hw", HW, "--input-tokens", I, "--output-tokens", O,
@@ -178,3 +181,54 @@ def test_bad_input_is_one_line_and_exit_2(capsys, extra, named):
 def test_a_context_is_no_workload_for_a_stream(capsys):
     code, _, err = run(capsys, "serve", "--model", MODEL, "--hw", HW, "--context", 4096, "--request-rate", 5)
     assert code == 2 and err.count("\n") == 1 and "--input-tokens" in err
+
+
+# --- a client that holds at most N requests outstanding (vLLM benchmark_serving's --max-concurrency) ----------------
+
+
+def test_one_user_sends_each_request_when_the_last_one_finishes():
+    s = simulate.simulate(MODEL, HW, I, O, requests=5, max_concurrency=1)
+    assert s.peak_running == 1 and s.max_concurrency == 1
+    assert s.arrival_s[0] == 0 and np.array_equal(s.arrival_s[1:], s.finish_s[:-1])  # a closed loop
+    # each request finds the engine idle: a lone prefill, then batch-1 decode steps
+    assert np.allclose(s.ttft, latency.prefill(MODEL, HW, I).time_s, rtol=1e-9)
+    assert s.tokens_per_s == pytest.approx(O / s.e2e.mean(), rel=1e-9)
+
+
+def test_n_users_keep_n_requests_in_flight_and_wait_for_each_other():
+    n = 8
+    s = simulate.simulate(MODEL, HW, I, O, requests=64, max_concurrency=n)
+    assert s.peak_running == n
+    # a request is sent only when one of the n before it has finished
+    order = np.sort(s.finish_s)
+    assert np.all(s.arrival_s[n:] >= order[:-n] - 1e-12)
+    assert np.all(s.arrival_s[n:] == order[: len(order) - n])  # all due at once: sent the moment a slot frees
+    alone = simulate.simulate(MODEL, HW, I, O, requests=64, max_concurrency=1)
+    assert s.ttft_s(50) > alone.ttft_s(50) and s.tokens_per_s > alone.tokens_per_s
+
+
+def test_a_limit_above_the_requests_changes_nothing():
+    for rate in (math.inf, 20.0):
+        free = simulate.simulate(MODEL, HW, I, O, request_rate=rate, requests=300, seed=3)
+        capped = simulate.simulate(MODEL, HW, I, O, request_rate=rate, requests=300, seed=3, max_concurrency=300)
+        assert np.array_equal(free.first_token_s, capped.first_token_s)
+        assert np.array_equal(free.finish_s, capped.finish_s) and np.array_equal(free.arrival_s, capped.arrival_s)
+
+
+def test_a_poisson_stream_under_a_limit_is_sent_no_earlier_than_due():
+    due = simulate.simulate(MODEL, HW, I, O, request_rate=50, requests=400, seed=2)
+    held = simulate.simulate(MODEL, HW, I, O, request_rate=50, requests=400, seed=2, max_concurrency=16)
+    assert np.all(held.arrival_s >= due.arrival_s) and held.peak_running <= 16
+    assert np.any(held.arrival_s > due.arrival_s)  # at 50 requests/s some wait for a slot
+
+
+def test_the_cli_runs_concurrent_users(capsys):
+    base = ("serve", "--model", MODEL, "--hw", HW, "--input-tokens", I, "--output-tokens", O, "--requests", 200)
+    data = run_json(capsys, *base, "--max-concurrency", 16)
+    assert data["max_concurrency"] == 16 and data["peak_running"] == 16 and data["request_rate"] == math.inf
+    for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tokens_per_s", "goodput"):
+        assert data[key] > 0, key
+    code, out, _ = run(capsys, *base, "--max-concurrency", 16)
+    assert code == 0 and "16 concurrent users" in out
+    code, out, _ = run(capsys, *base, "--max-concurrency", 16, "--request-rate", 5)
+    assert code == 0 and "at most 16 outstanding" in out

@@ -67,7 +67,8 @@ def seconds(name):
     return parse
 
 
-_SIMULATION = ("requests", "max_num_seqs", "max_num_batched_tokens", "slo_ttft", "slo_tpot", "seed")
+_SIMULATION = ("requests", "max_num_seqs", "max_num_batched_tokens", "slo_ttft", "slo_tpot", "seed",
+               "max_concurrency")
 
 
 def _flag(name: str) -> str:
@@ -90,7 +91,7 @@ def cmd_simulate(args) -> None:
         raise InvalidValue("--static runs one batch from start to end; --request-rate a stream of requests: "
                            "give one of them.")
     if args.input_tokens is None or args.output_tokens is None:
-        what = "--static" if args.static else "--request-rate"
+        what = "--static" if args.static else "--request-rate" if args.request_rate is not None else "--max-concurrency"
         raise InvalidValue(f"{what} needs a workload: --input-tokens I and --output-tokens O (not --context).")
     if args.prompt is not None:
         raise InvalidValue("--prompt goes with --context; a workload's prompt is its --input-tokens.")
@@ -102,8 +103,9 @@ def cmd_simulate(args) -> None:
     if args.static:
         extra = [_flag(k) for k in _SIMULATION if k != "requests" and getattr(args, k) is not None]
         if extra:
-            raise InvalidValue(f"{', '.join(extra)} go{'es' if len(extra) == 1 else ''} with --request-rate; "
-                               "--static takes --batch (or --requests), --input-tokens, --output-tokens.")
+            raise InvalidValue(f"{', '.join(extra)} go{'es' if len(extra) == 1 else ''} with a simulated stream of "
+                               "requests, not with --static, which takes --batch (or --requests), --input-tokens "
+                               "and --output-tokens.")
         if args.batch is not None and args.requests is not None and args.batch != args.requests:
             raise InvalidValue(f"--static runs one batch: --batch ({args.batch}) and --requests ({args.requests}) "
                                "differ; give one.")
@@ -133,8 +135,10 @@ def cmd_simulate(args) -> None:
                            "decides (--max-num-seqs caps them).")
     given = {k: getattr(args, k) for k in _SIMULATION if getattr(args, k) is not None}
     names = {"max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
-             "slo_ttft": "slo_ttft_s", "slo_tpot": "slo_tpot_s", "requests": "requests", "seed": "seed"}
-    s = simulate.simulate(args.model, args.hw, args.input_tokens, args.output_tokens, request_rate=args.request_rate,
+             "slo_ttft": "slo_ttft_s", "slo_tpot": "slo_tpot_s", "requests": "requests", "seed": "seed",
+             "max_concurrency": "max_concurrency"}
+    rate = math.inf if args.request_rate is None else args.request_rate  # --max-concurrency alone: all due at once
+    s = simulate.simulate(args.model, args.hw, args.input_tokens, args.output_tokens, request_rate=rate,
                           **{names[k]: v for k, v in given.items()}, **options)
     data = s.to_dict()
     data["usd_per_million_tokens"] = (None if price is None else
@@ -142,6 +146,9 @@ def cmd_simulate(args) -> None:
     m, acc = models.get(args.model), hardware.get(args.hw)
     arrive = ("all at once" if math.isinf(s.request_rate) else
               f"Poisson arrivals at {s.request_rate:g} requests/s (seed {s.seed})")
+    if s.max_concurrency is not None:
+        arrive = (f"{s.max_concurrency} concurrent users, each sending its next request when its last one finishes"
+                  if math.isinf(s.request_rate) else f"{arrive}, at most {s.max_concurrency} outstanding")
     per = f" ({s.replicas} replicas of {s.gpus // s.replicas} GPUs, {s.requests:,} requests each)" \
         if s.replicas > 1 else ""
     lines = [f"{m.name} on {s.gpus} x {acc.name}{per}: {data['requests']:,} requests of "
@@ -180,7 +187,7 @@ def _adp_calibration(args):
 
 
 def cmd_serve(args) -> None:
-    if args.request_rate is not None or args.static:
+    if args.request_rate is not None or args.static or args.max_concurrency is not None:
         return cmd_simulate(args)
     extra = [_flag(k) for k in _SIMULATION if getattr(args, k) is not None]
     if extra:
@@ -311,6 +318,10 @@ def register(sub, common) -> None:
     sim.add_argument("--static", action="store_true",
                      help="simulate one batch of --batch (or --requests) requests from start to end "
                           "(default: as many as fit)")
+    sim.add_argument("--max-concurrency", dest="max_concurrency", type=count("max-concurrency"),
+                     help="at most N requests outstanding at the client (vLLM benchmark_serving's --max-concurrency); "
+                          "without --request-rate, N concurrent users, each sending its next request when its last "
+                          "one finishes")
     sim.add_argument("--requests", type=count("requests"), help="requests in the stream (default 1000)")
     sim.add_argument("--max-num-seqs", dest="max_num_seqs", type=count("max-num-seqs"),
                      help="requests running at once at most (default 256)")

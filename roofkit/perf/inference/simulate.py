@@ -40,6 +40,12 @@ Steps whose makeup does not change (the same requests decoding, no prompt, no ar
 they could admit) are taken together, so a run costs a few Python iterations per request:
 10,000 requests simulate in well under a second (``benchmarks/serving_simulation.py``).
 
+A client may hold at most ``max_concurrency`` requests outstanding (vLLM's ``benchmark_serving.py
+--max-concurrency``, a semaphore around each request): request i is sent when it is due and a slot is free,
+at the (i - N + 1)-th finish. With every request due at once that is N users, each sending its next request
+when its last one finishes (the closed loop of "N concurrent users" benchmarks); TTFT counts from the send.
+Requests of one length stay in step with each other in such a loop, as nothing in the model jitters them.
+
 n GPUs of r replicas each get 1/r of the requests (random routing of a Poisson stream
 is a Poisson stream at 1/r of the rate): one replica is simulated, rates are for all.
 
@@ -143,10 +149,41 @@ class StepCost:
         return a + b * context
 
 
-def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
-    """Run the scheduler over requests arriving at ``arrivals`` (s, sorted); returns a dict of per-request arrays
-    (first token and finish times in s, preemptions, largest ITL in s) and of the steps (time in s, decoders)."""
-    N = len(arrivals)
+class _Clients:
+    """When each request reaches the engine: at its due time (``due``, s, sorted), and, with at most ``limit``
+    requests outstanding (sent, not yet finished), not before a slot frees: request i (from 0) waits for the
+    (i - limit + 1)-th finish, as vLLM's ``benchmark_serving.py --max-concurrency`` holds a semaphore of that size
+    around each request. ``time(i)`` is inf while that finish has not happened."""
+
+    def __init__(self, due, limit=None):
+        self.due = np.asarray(due, dtype=float)
+        self.limit = len(self.due) if limit is None else limit
+        self.finishes: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.due)
+
+    def time(self, i) -> float:
+        if i >= len(self.due):
+            return math.inf
+        if i < self.limit:
+            return float(self.due[i])
+        k = i - self.limit
+        return max(float(self.due[i]), self.finishes[k]) if k < len(self.finishes) else math.inf
+
+    def finished(self, t) -> None:
+        self.finishes.append(t)
+
+    def sent(self) -> np.ndarray:
+        """Every request's send time (its arrival at the engine), s."""
+        return np.array([self.time(i) for i in range(len(self.due))])
+
+
+def _engine(clients: _Clients, I, O, cost: StepCost, max_seqs, budget, total_blocks):
+    """Run the scheduler over the requests ``clients`` sends (:class:`_Clients`); returns a dict of per-request
+    arrays (first token and finish times in s, preemptions, largest ITL in s) and of the steps (time in s,
+    decoders)."""
+    N = len(clients)
     B16 = paged.BLOCK
     first, finish = np.full(N, np.nan), np.full(N, np.nan)
     gen = [0] * N  # tokens made, for a request not decoding now
@@ -194,13 +231,17 @@ def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
         spans.append((r, s, G))
         return g + G - s
 
+    def done(r):
+        finish[r] = t
+        run.remove(r)
+        clients.finished(t)
+
     def finished():
         while heap and heap[0][0] < G:
             f, r, s = heapq.heappop(heap)
             if r in entry and entry[r][0] == s:
                 drop(r)
-                finish[r] = t
-                run.remove(r)
+                done(r)
 
     def chunks_of(tokens):
         out, need = [], 0
@@ -212,13 +253,13 @@ def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
         return out, need, tokens
 
     while True:
-        while nxt < N and arrivals[nxt] <= t:
+        while clients.time(nxt) <= t:
             waiting.append(nxt)
             nxt += 1
         if not run and not waiting:
             if nxt == N:
                 break
-            t = float(arrivals[nxt])
+            t = clients.time(nxt)
             continue
         chunks, need, tokens = chunks_of(budget - nd)
         hit = False
@@ -271,8 +312,7 @@ def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
                         gaps.append(gap)
                         itl_max[r] = max(itl_max[r], gap)
                     if g >= O:
-                        finish[r] = t
-                        run.remove(r)
+                        done(r)
                     else:
                         add(r, g)
             finished()
@@ -292,8 +332,8 @@ def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
             r_ += 1
         k = min(k, B16 * q + r_ + 1)
         a, b = cost.line(nd, ctx)
-        if not waiting and len(run) < max_seqs and nxt < N:
-            dt = arrivals[nxt] - t
+        if not waiting and len(run) < max_seqs and clients.time(nxt) < math.inf:
+            dt = clients.time(nxt) - t
             lin = a + b * ctx - b / 2
             kk = max(1, math.ceil(2 * dt / (lin + math.sqrt(lin * lin + 2 * b * dt)) - 1e-9))
 
@@ -324,7 +364,8 @@ def _engine(arrivals, I, O, cost: StepCost, max_seqs, budget, total_blocks):
             np.maximum.at(itl, sp[:, 0], top)
             itl_max = itl.tolist()
     return {"first": first, "finish": finish, "preempted": np.asarray(preempted), "itl_max": np.asarray(itl_max),
-            "step_t": steps, "step_n": np.asarray(step_n, dtype=float), "gaps": np.asarray(gaps), "peak": peak}
+            "step_t": steps, "step_n": np.asarray(step_n, dtype=float), "gaps": np.asarray(gaps), "peak": peak,
+            "sent": clients.sent()}
 
 
 def _options(model, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration, engine=None):
@@ -373,10 +414,11 @@ class Simulation:
     peak_running: int
     step_model_calls: int
     notes: list[str] = field(default_factory=list)
+    max_concurrency: int | None = None  # requests outstanding at the client at most (all replicas); None: no cap
 
     @property
     def ttft(self) -> np.ndarray:
-        """Per request: time to first token, s (from its arrival)."""
+        """Per request: time to first token, s (from its arrival: its send, under ``max_concurrency``)."""
         return self.first_token_s - self.arrival_s
 
     @property
@@ -451,7 +493,8 @@ class Simulation:
                "slo_tpot_s": self.slo_tpot_s, "duration_s": self.duration_s,
                "model": self.model, "accelerator": self.accelerator, "gpus": self.gpus, "replicas": self.replicas,
                "input_tokens": self.workload.input_tokens, "output_tokens": self.workload.output_tokens,
-               "request_rate": self.request_rate, "requests": self.requests * self.replicas,
+               "request_rate": self.request_rate, "max_concurrency": self.max_concurrency,
+               "requests": self.requests * self.replicas,
                "requests_per_replica": self.requests, "seed": self.seed, "max_num_seqs": self.max_num_seqs,
                "max_num_batched_tokens": self.max_num_batched_tokens, "cache_tokens": self.cache_tokens,
                "peak_running": self.peak_running, "preemptions": int(self.preemptions.sum()),
@@ -471,10 +514,15 @@ def _check_engine(max_num_seqs, max_num_batched_tokens):
 def simulate(model, hw, input_tokens, output_tokens, request_rate=math.inf, requests=REQUESTS, gpus=1, tp=None,
              pp=None, dtype="bf16", weights_dtype=None, kv_dtype=None, calibrated=False, calibration=None,
              reserve=None, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
-             slo_ttft_s=SLO_TTFT_S, slo_tpot_s=SLO_TPOT_S, seed=0, engine=None) -> Simulation:
+             slo_ttft_s=SLO_TTFT_S, slo_tpot_s=SLO_TPOT_S, seed=0, engine=None, max_concurrency=None) -> Simulation:
     """``requests`` requests of I input and O output tokens arriving at ``request_rate`` per second (Poisson,
     drawn with ``seed``; ``math.inf``: all at once) on ``gpus`` x ``hw``; see the module's docstring. ``engine``:
-    whose memory reserve and (calibrated) tensor-parallel all-reduce (default vLLM's)."""
+    whose memory reserve and (calibrated) tensor-parallel all-reduce (default vLLM's).
+
+    ``max_concurrency``: at most that many requests outstanding at the client, each sent when it is due and a
+    slot is free (vLLM's ``benchmark_serving.py --max-concurrency``); with all requests due at once, that many
+    users who each send their next request when their last one finishes (a closed loop, as "N concurrent users"
+    benchmarks run). TTFT counts from the send. Split evenly over the replicas (rounded up)."""
     m = models.get(model)
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"))
     rate = float(positive(request_rate, "request rate")) if request_rate != math.inf else math.inf
@@ -495,17 +543,21 @@ def simulate(model, hw, input_tokens, output_tokens, request_rate=math.inf, requ
         notes.append(f"a request of {w.length:,} tokens is beyond the {m.context:,} {m.name} was released for")
     r = plan.replicas
     n = math.ceil(n_all / r)
+    limit = None if max_concurrency is None else math.ceil(whole(max_concurrency, "max_concurrency") / r)
+    if limit is not None and r > 1 and max_concurrency % r:
+        notes.append(f"{max_concurrency} concurrent requests over {r} replicas: {limit} each")
     rng = np.random.default_rng(seed_)
-    arrivals = np.zeros(n) if rate == math.inf else np.cumsum(rng.exponential(r / rate, n))
+    due = np.zeros(n) if rate == math.inf else np.cumsum(rng.exponential(r / rate, n))
     cost = StepCost(m, hw, **options)
-    out = _engine(arrivals, w.input_tokens, w.output_tokens, cost, S, T, blocks)
+    out = _engine(_Clients(due, limit), w.input_tokens, w.output_tokens, cost, S, T, blocks)
     return Simulation(model=m.key, accelerator=plan.accelerator, workload=w, request_rate=rate, requests=n,
                       replicas=r, gpus=whole(gpus, "gpus"), seed=seed_, max_num_seqs=S, max_num_batched_tokens=T,
                       cache_tokens=K, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, calibrated=bool(calibrated),
-                      arrival_s=arrivals, first_token_s=out["first"], finish_s=out["finish"],
+                      arrival_s=out["sent"], first_token_s=out["first"], finish_s=out["finish"],
                       preemptions=out["preempted"], itl_max_s=out["itl_max"], step_s=out["step_t"],
                       step_decoders=out["step_n"], resume_gaps_s=out["gaps"], peak_running=out["peak"],
-                      step_model_calls=cost.calls, notes=notes)
+                      step_model_calls=cost.calls, notes=notes,
+                      max_concurrency=None if max_concurrency is None else whole(max_concurrency, "max_concurrency"))
 
 
 @dataclass(frozen=True)
