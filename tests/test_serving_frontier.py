@@ -17,7 +17,7 @@ import pytest
 
 from roofkit import comms
 from roofkit.catalogs import hardware, links, models
-from roofkit.errors import InvalidValue
+from roofkit.errors import InvalidValue, RoofkitError
 from roofkit.perf.inference import engine, latency, memory, published, serving, weights
 
 from helpers import run, run_json
@@ -285,7 +285,8 @@ def test_every_perf_overview_row_says_how_many_requests_it_ran():
     # trtllm-bench queues every request of its dataset at once: the page's table of $num_requests per ISL/OSL is the
     # most a run ever holds in flight. The same release's rows in two files must read the same table.
     rows = [r for name in ("serving_heldout.json", "serving_frontier.json", "serving_frontier_heldout.json")
-            for r in _rows(name) if r["kind"] == "throughput" and ("00f37686" in r["source"] or "03e27c7d" in r["source"])]
+            for r in _rows(name)
+            if r["kind"] == "throughput" and ("00f37686" in r["source"] or "03e27c7d" in r["source"])]
     assert len(rows) == 91 + 18 + 12
     table = {}
     for r in rows:
@@ -352,3 +353,54 @@ def test_a_four_bit_model_attends_at_the_fp8_rate():
     # the H200's measured BF16 attention rate is what a calibrated 16-bit cache attends at
     h200 = engine.roofs("h200", "fp8", True, kv_dtype="bf16")
     assert h200.attention_flops == hardware.get("h200").attention_peak("bf16")
+
+
+# --- a checkpoint that keeps some matrices in a format of their own ---------------------------------------------------
+
+
+def test_a_weights_format_names_its_families_and_refuses_others():
+    fmt = weights.weight_format("nvfp4, attention=bf16, attention.out=nvfp4")
+    assert fmt.name == "fp4,attention=bf16,attention.out=fp4"
+    assert fmt.bytes_per_weight == weights.FORMATS["fp4"].bytes_per_weight
+    assert (fmt.of("attention").name, fmt.of("attention.out").name, fmt.of("experts").name) == ("bf16", "fp4", "fp4")
+    assert weights.weight_format("fp4,attention=bf16").of("attention.out").name == "bf16"  # W^O goes with attention
+    for bad, named in (("fp4,attn=bf16", "attention, attention.out"), ("fp4,attention=bf17", "bf16"),
+                       ("fp4,attention", "family=precision")):
+        with pytest.raises(RoofkitError, match=named):
+            weights.weight_format(bad)
+
+
+def test_attention_weights_in_bf16_cost_their_bytes_and_the_bf16_rate():
+    ds = models.get("deepseek-v3")
+    # DeepSeek-V3's attention per layer (report, section 2.1.1; d_c' = 1536, d_c = 512, 128 heads of 128 + 64, W^O)
+    proj = D * 1536 + 1536 * 128 * (128 + 64) + D * (512 + 64) + 512 * 128 * (128 + 128)
+    out = 128 * 128 * D
+    assert ds.attention_matrices == (proj, out)
+    fp4, bf16 = weights.FORMATS["fp4"].bytes_per_weight, 2
+    assert weights.weights_bytes(ds, "fp4,attention=bf16") - weights.weights_bytes(ds, "fp4") == pytest.approx(
+        LAYERS * (proj + out) * (bf16 - fp4))
+    assert weights.weights_bytes(ds, "fp4,attention=bf16,attention.out=fp4") - weights.weights_bytes(ds, "fp4") == \
+        pytest.approx(LAYERS * proj * (bf16 - fp4))
+    # a prompt of 8,192 tokens: the latent's up-projection of the queries, compute-bound, runs at the BF16 rate
+    b200 = hardware.get("b200")
+    kw = dict(prompts=1, prompt=8192, dtype="nvfp4", kv_dtype="fp8")
+    mixed = latency.step("deepseek-v3", "b200", weights_dtype="nvfp4,attention=bf16", **kw)
+    plain = latency.step("deepseek-v3", "b200", **kw)
+    flops = 2 * 8192 * 1536 * 128 * (128 + 64)
+    assert _op(mixed, "q.up").time_s == pytest.approx(flops / b200.peak("bf16"))
+    assert _op(plain, "q.up").time_s == pytest.approx(flops / b200.peak("fp4"))
+    assert _op(mixed, "moe.up").time_s == _op(plain, "moe.up").time_s  # the experts keep FP4
+    held = [r for r in published.frontier_heldout() if r.model == "deepseek-v3" and r.dtype == "nvfp4"]
+    assert len(held) == 5 and all(r.weights.startswith("nvfp4,attention=bf16") for r in held)
+    assert all(published.speed(r, published.predict(r)) >= 1 for r in held)
+
+
+def test_the_command_line_takes_a_mixed_weights_format(capsys):
+    base = ("serve", "--model", "deepseek-v3", "--hw", "b200", "--gpus", 4, "--tp", 4, "--ep", 4, "--attention-dp",
+            "--input-tokens", 1000, "--output-tokens", 1000, "--dtype", "nvfp4", "--kv-dtype", "fp8")
+    plain = run_json(capsys, *base)
+    mixed = run_json(capsys, *base, "--weights-dtype", "nvfp4,attention=bf16")
+    assert mixed["weights_dtype"] == "fp4,attention=bf16"
+    assert mixed["weights_bytes"] > plain["weights_bytes"] and mixed["tokens_per_s"] < plain["tokens_per_s"]
+    code, out, err = run(capsys, *base, "--weights-dtype", "nvfp4,attn=bf16")
+    assert code == 2 and err.count("roofkit: error:") == 1 and "attention.out" in err and "Traceback" not in err

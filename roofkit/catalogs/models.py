@@ -169,21 +169,32 @@ class Model:
                                                     head_dim=self.head_dim)) - 2 * d
             return L * matrices, L * (self.params_per_layer - matrices)
         dense_mlp = m * d * self.d_ff
-        if self.mla:  # DeepSeek-V2, section 2.1.2: W^DQ, W^UQ (and W^QR), W^DKV and W^KR, W^UK and W^UV, W^O
-            nope, rope, v, c_q, c = (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim,
-                                     self.q_lora_rank, self.kv_lora_rank)
-            q = (d * c_q + c_q * H * (nope + rope)) if c_q else d * H * (nope + rope)
-            attention = q + d * (c + rope) + c * H * (nope + v) + H * v * d
-            latent_norms = (c_q or 0) + c
-        else:
-            attention = int(transformer_layer_params(d, H, self.d_ff, gated=self.gated, kv_heads=self.kv_heads,
-                                                     head_dim=self.head_dim)) - dense_mlp - 2 * d
-            latent_norms = 0
+        attention = sum(self.attention_matrices)
+        latent_norms = ((self.q_lora_rank or 0) + self.kv_lora_rank) if self.mla else 0
         moe_layers = self.moe_layers
         experts = (self.experts if routed is None else routed) + self.shared_experts
         matrices = L * attention + (L - moe_layers) * dense_mlp + moe_layers * experts * m * d * (self.moe_d_ff or 0)
         vectors = L * (2 * d + latent_norms) + moe_layers * self.experts * d  # norms; each expert's router row
         return matrices, vectors
+
+    @property
+    def attention_matrices(self) -> tuple[int, int]:
+        """One layer's attention weights: (its projections in, the output projection W^O). Latent attention
+        (DeepSeek-V2, arXiv:2405.04434, section 2.1.2): W^DQ, W^UQ (and W^QR), W^DKV and W^KR, W^UK and W^UV in;
+        else W^Q, W^K, W^V in."""
+        from ..formulas import transformer_layer_params  # deferred: formulas imports numpy
+
+        d, H = self.d_model, self.heads
+        if self.mla:
+            nope, rope, v, c_q, c = (self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim,
+                                     self.q_lora_rank, self.kv_lora_rank)
+            q = (d * c_q + c_q * H * (nope + rope)) if c_q else d * H * (nope + rope)
+            return q + d * (c + rope) + c * H * (nope + v), H * v * d
+        mlp = (3 if self.gated else 2) * d * self.d_ff
+        both = int(transformer_layer_params(d, H, self.d_ff, gated=self.gated, kv_heads=self.kv_heads,
+                                            head_dim=self.head_dim)) - mlp - 2 * d
+        out = H * self.head_dim * d
+        return both - out, out
 
     def _mtp_params(self, routed: int | None = None) -> int:
         """One multi-token prediction module without the embedding and output head it shares with the model

@@ -91,8 +91,8 @@ from .. import comms, layertime
 from ...errors import InvalidValue
 
 __all__ = ["ENGINES", "DEFAULT_ENGINE", "ADP_BALANCE", "DEFAULT_ADP_SCHEDULE", "canonical", "EngineCalibration",
-           "Roofs", "roofs", "attention_precision", "activation_dtype", "default", "for_engine", "kernel_time", "kernel_seconds", "Experts",
-           "PERMUTES_ROWS", "HOST_S_PER_REQUEST"]
+           "Roofs", "roofs", "attention_precision", "activation_dtype", "default", "for_engine", "kernel_time",
+           "kernel_seconds", "Experts", "PERMUTES_ROWS", "HOST_S_PER_REQUEST"]
 
 PERMUTES_ROWS = ("tensorrt-llm",)  # engines that copy the routed rows into expert order before the GEMMs
 ROUTING_ID_BYTES = 4  # an expert id (int32) and its weight (FP32), per (token, expert) pair, as the engines keep them

@@ -164,7 +164,7 @@ def _prefill_attention(part, prompts, prompt, cached, act, w_bytes, kv) -> list[
 
 
 def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_bytes, kv, r: engine.Roofs,
-           dense=False, experts: engine.Experts | None = None):
+           dense=False, experts: engine.Experts | None = None, families=()):
     """One layer's kernels for the mixed step, timed, as a LayerTime (``dense``: a mixture's dense layer).
 
     Every token of the step goes through the same weight GEMMs, norms and MLP once; the op 'attn' is apart
@@ -180,27 +180,43 @@ def _layer(part, batch, new_tokens, context, prompts, prompt, cached, act, w_byt
     A mixture of experts' tokens reach the experts a balanced router would send them to when
     calibrated (``uniform``), and the fewest experts in the bound (``concentrated``); ``experts``
     (:class:`roofkit.inference.engine.Experts`) puts its routed experts' kernels where the layout runs them.
+    ``families``: (kernel names, weight bytes, activations, roofs) of the GEMMs whose weights a checkpoint
+    stores in a format of their own (:func:`_families`).
     """
     tokens = batch * new_tokens + prompts * (prompt - cached)
     routing = "uniform" if r.calibrated else "concentrated"
-    ks = [k for k in layertime.kernels(part, 1, tokens, None, act, weights_dtype=w_bytes, kv_dtype=kv, dense=dense,
-                                       routing=routing)
-          if k.op != "attn"]
-    if experts is not None and not dense:  # the routed experts where the layout runs them, for all the tokens
-        ks = [k for k in ks if not k.op.startswith("moe.") or k.op == "moe.router"] + experts.kernels(act, w_bytes, r)
-    if batch:
-        ks += [k for k in layertime.kernels(part, batch, new_tokens, context, act, weights_dtype=w_bytes, kv_dtype=kv)
-               if k.op == "attn"]
-    if prompts:
-        ks += _prefill_attention(part, prompts, prompt, cached, act, w_bytes, kv)
+    cache = kv or act  # the cache's precision (kv is None when it is the activations')
+
+    def build(wb, a):
+        kvv = None if cache == a else cache
+        ks = [k for k in layertime.kernels(part, 1, tokens, None, a, weights_dtype=wb, kv_dtype=kvv, dense=dense,
+                                           routing=routing)
+              if k.op != "attn"]
+        if experts is not None and not dense:  # the routed experts where the layout runs them, for all the tokens
+            ks = ([k for k in ks if not k.op.startswith("moe.") or k.op == "moe.router"]
+                  + experts.kernels(act, w_bytes, r))
+        if batch:
+            ks += [k for k in layertime.kernels(part, batch, new_tokens, context, a, weights_dtype=wb, kv_dtype=kvv)
+                   if k.op == "attn"]
+        if prompts:
+            ks += _prefill_attention(part, prompts, prompt, cached, a, wb, kvv)
+        return ks
+
+    ks = build(w_bytes, act)
+    roofs = [r] * len(ks)
+    for names, wb, a, rf in families:  # the same kernels, in the family's format and at its rate
+        for i, k in enumerate(build(wb, a)):
+            if k.name.removesuffix(".prefill") in names:
+                ks[i], roofs[i] = k, rf
     ops: dict[str, list] = {}
-    for k in ks:
-        ops.setdefault(k.op, []).append(k)
+    for k, rk in zip(ks, roofs):
+        ops.setdefault(k.op, []).append((k, rk))
     out = []
-    for name, group in ops.items():
-        math_s = sum(k.flops / r.peak_flops for k in group)
+    for name, pairs in ops.items():
+        group = [k for k, _ in pairs]
+        math_s = sum(k.flops / rk.peak_flops for k, rk in pairs)
         memory_s = sum(k.bytes / r.bandwidth for k in group)
-        time_s = sum(engine.kernel_seconds(k, r) for k in group)
+        time_s = sum(engine.kernel_seconds(k, rk) for k, rk in pairs)
         floors = r.floor_s * len(group)
         bound = "floor" if floors > time_s - floors else ("compute" if math_s > memory_s else "memory")
         out.append(layertime.OpTime(name, sum(k.flops for k in group), sum(k.bytes for k in group), time_s, bound,
@@ -274,9 +290,10 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     w_bytes = None if fmt.bytes_per_weight == dtypes.bytes_per_element(act) else fmt.bytes_per_weight
     args = (part, own / micro, n, c, mine / micro, P, S if share else 0, act, w_bytes,
             None if kv == act else kv, r)
-    layer = dataclasses.replace(_layer(*args, experts=experts), accelerator=acc.key)
+    families = _families(fmt, acc, key, kv, calibrated, calibration)
+    layer = dataclasses.replace(_layer(*args, experts=experts, families=families), accelerator=acc.key)
     dense = m.layers - m.moe_layers if m.moe else 0  # a mixture's layers without experts (Maverick's: every other)
-    dense_s = _layer(*args, dense=True).time_s if dense else 0.0
+    dense_s = _layer(*args, dense=True, families=families).time_s if dense else 0.0
     rows = (own * n + mine) / micro  # the output layer: each decoding sequence's new tokens, each prompt's last
     head = formulas.gemm(rows, m.vocab / (lay.tp // ranks), m.d_model, act,  # data-parallel: the whole vocabulary
                          dtypes.bytes_per_element(weights.other_dtype(fmt)))
@@ -316,6 +333,26 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
                     output_s=output_s, communication_s=communication, tp=lay.tp, pp=lay.pp, layer=layer,
                     notes=notes, prompts=share, prompt=P, cached=S if share else 0, engine_s=r.step_s,
                     calibrated=r.calibrated, ep=lay.ep, attention_dp=lay.attention_dp, host_s=host)
+
+
+def _families(fmt: weights.WeightFormat, acc, key, kv, calibrated, calibration) -> tuple:
+    """(kernel names, weight bytes, activations, roofs) for each family of GEMMs whose weights ``fmt`` stores
+    apart (:data:`roofkit.inference.weights.FAMILIES`): they read their own format and run at its precision,
+    or at the math's ``key`` when that is wider (BF16 attention weights in an FP4 model: BF16 GEMMs)."""
+    groups: dict[str, list[str]] = {}
+    formats = {}
+    for ops in weights.FAMILY_OPS.values():
+        for op in ops:
+            own = fmt.op_format(op)
+            if own is not None:
+                groups.setdefault(own.name, []).append(op)
+                formats[own.name] = own
+    out = []
+    for name, ops in groups.items():
+        math = name if dtypes.bytes_per_element(name) > dtypes.bytes_per_element(key) else key
+        out.append((frozenset(ops), formats[name].bytes_per_weight, engine.activation_dtype(math, calibrated),
+                    engine.roofs(acc, math, calibrated, calibration, kv_dtype=kv)))
+    return tuple(out)
 
 
 def _balance(prompts, ranks, r: engine.Roofs) -> float:

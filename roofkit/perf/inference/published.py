@@ -73,6 +73,12 @@ class Run:
     ep: int | None = None  # a mixture's expert-parallel GPUs (trtllm-bench --ep), None: 1
     attention_dp: bool = False  # attention data-parallel over the tp GPUs (TensorRT-LLM's enable_attention_dp)
     adp_schedule: str | None = None  # how its engine hands prompts to those GPUs (engine.ADP_BALANCE; None: default)
+    weights_dtype: str | None = None  # its checkpoint's weights when not all in ``dtype`` (weights.weight_format)
+
+    @property
+    def weights(self) -> str:
+        """The checkpoint's weights format: ``weights_dtype``, else ``dtype``."""
+        return self.weights_dtype or self.dtype
 
     @property
     def layout(self) -> dict:
@@ -140,8 +146,8 @@ def predict(run: Run, calibrated=False, calibration: engine.EngineCalibration | 
     name = engine_of(run)
     if calibrated:
         calibration = _calibration(run, calibration)
-    options = dict(**run.layout, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=calibrated,
-                   calibration=calibration, engine=name)
+    options = dict(**run.layout, dtype=run.dtype, weights_dtype=run.weights, kv_dtype=run.kv_dtype,
+                   calibrated=calibrated, calibration=calibration, engine=name)
     if run.kind == "ttft":
         return steady_state(run.model, run.hw, run.isl, 1, batch=1, **options).ttft_s
     if calibrated and run.preemption is not None:
@@ -162,7 +168,7 @@ def rounds(run: Run, calibration: engine.EngineCalibration | None = None) -> flo
     """
     B, n = _batch(run), run.requests
     name = engine_of(run)
-    options = dict(**run.layout, dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True,
+    options = dict(**run.layout, dtype=run.dtype, weights_dtype=run.weights, kv_dtype=run.kv_dtype, calibrated=True,
                    calibration=_calibration(run, calibration), engine=name)
     full, rest = divmod(n, B)
     seconds = 0.0
@@ -180,7 +186,7 @@ def _calibration(run: Run, calibration: engine.EngineCalibration | None) -> engi
 
 
 def _replicas(run: Run) -> int:
-    return plan(run.model, run.hw, run.gpus, 1, 1, run.dtype, run.kv_dtype, tp=run.tp, ep=run.ep,
+    return plan(run.model, run.hw, run.gpus, 1, 1, run.weights, run.kv_dtype, tp=run.tp, ep=run.ep,
                 attention_dp=run.attention_dp).replicas
 
 
@@ -191,7 +197,7 @@ def preempted(run: Run, calibration: engine.EngineCalibration | None = None):
         return None
     name = engine_of(run)
     return offline(run.model, run.hw, run.requests, run.isl, run.osl, gpus=run.gpus, tp=run.tp, batch=_batch(run),
-                   dtype=run.dtype, kv_dtype=run.kv_dtype, calibrated=True,
+                   dtype=run.dtype, weights_dtype=run.weights, kv_dtype=run.kv_dtype, calibrated=True,
                    calibration=_calibration(run, calibration), profile_tokens=run.profile_tokens,
                    preemption=run.preemption, engine=name)
 
@@ -203,7 +209,7 @@ def _batch(run: Run) -> int | None:
     caps = [cap for cap in (run.batch, run.requests) if cap is not None]
     if not caps:
         return None
-    fits = plan(run.model, run.hw, run.gpus, Workload(run.isl, run.osl).footprint, 1, run.dtype, run.kv_dtype,
+    fits = plan(run.model, run.hw, run.gpus, Workload(run.isl, run.osl).footprint, 1, run.weights, run.kv_dtype,
                 tp=run.tp, engine=engine_of(run), ep=run.ep, attention_dp=run.attention_dp).max_batch
     return max(1, min(*caps, fits))
 

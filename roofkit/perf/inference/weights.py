@@ -23,12 +23,22 @@ Only the decoder layers' matrices take the format (:attr:`roofkit.models.Model.l
 the embeddings, the output layer and the norms stay in BF16 (or in the
 weights' own format when it is wider), as GPTQ, AWQ and FP8 checkpoints keep them.
 
+A checkpoint may keep some families of matrices in another format (:data:`FAMILIES`), written after
+the main one: ``"fp4,attention=bf16"`` is NVIDIA's DeepSeek-R1 NVFP4 recipe, its experts and dense
+FFNs in FP4 and its "64x Attention Modules" in BF16 (TensorRT-LLM, docs/source/blogs/tech_blog/
+blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.md, "Precision
+Strategy"); ``"fp4,attention=bf16,attention.out=fp4"`` its v2 checkpoint, which also quantizes W^O. A
+family's GEMMs read its format and run at its precision, or the math's when that is wider
+(:func:`roofkit.inference.latency.step`).
+
     >>> weight_format("int4").bytes_per_weight
     0.515625
     >>> round(weights_bytes("llama-3-70b", "bf16") / 1e9, 1)       # 2 bytes x 70.6B parameters
     141.1
     >>> round(weights_bytes("llama-3-70b", "int4") / 1e9, 1)       # INT4 layers, BF16 embeddings
     39.5
+    >>> round(weights_bytes("deepseek-v3", "fp4,attention=bf16") / 1e9, 1)   # 11.4B attention weights in BF16
+    376.1
 """
 
 from __future__ import annotations
@@ -39,7 +49,16 @@ from ... import dtypes
 from ...catalogs import models
 from ...errors import InvalidValue
 
-__all__ = ["WeightFormat", "FORMATS", "weight_format", "weights_bytes", "other_dtype"]
+__all__ = ["WeightFormat", "FORMATS", "FAMILIES", "weight_format", "weights_bytes", "other_dtype"]
+
+# families of a layer's matrices a checkpoint may store in a format of their own, and the layer ops that read them
+FAMILIES = {
+    "attention": ("the attention's projections: W^Q, W^K, W^V, or latent attention's W^DQ, W^UQ, W^DKV, W^UK, W^UV "
+                  "(and W^O unless attention.out names its own)"),
+    "attention.out": "the attention's output projection W^O",
+}
+FAMILY_OPS = {"attention": ("qkv", "q.down", "q.up", "kv.down", "attn.q_absorb", "attn.v_absorb", "attn.kv_up"),
+              "attention.out": ("out",)}
 
 
 @dataclass(frozen=True)
@@ -51,11 +70,33 @@ class WeightFormat:
     group: int | None = None  # weights per scale; None: no per-group scale
     scale_bytes: float = 0.0
     convention: str = ""
+    families: tuple = ()  # (family, WeightFormat) pairs stored in another format (FAMILIES)
 
     @property
     def bytes_per_weight(self) -> float:
-        """b + s / g: the element and its share of a scale."""
+        """b + s / g: the element and its share of a scale (the main format's, families apart)."""
         return self.element_bytes + (self.scale_bytes / self.group if self.group else 0.0)
+
+    def of(self, family: str) -> "WeightFormat":
+        """The format ``family``'s matrices are stored in: its own, else (attention.out) the attention's, else
+        the main one."""
+        own = dict(self.families)
+        if family == "attention.out" and family not in own:
+            family = "attention"
+        return own.get(family, self.main)
+
+    @property
+    def main(self) -> "WeightFormat":
+        """The main format alone, without the families stored apart."""
+        return replace(self, name=self.name.split(",")[0], families=()) if self.families else self
+
+    def op_format(self, op: str) -> "WeightFormat | None":
+        """The format of the layer op ``op``'s weights when a family stores them apart; None: the main one."""
+        for family, ops in FAMILY_OPS.items():
+            if op in ops:
+                fmt = self.of(family)
+                return None if fmt == self.main else fmt
+        return None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "element_bytes": self.element_bytes, "group": self.group,
@@ -78,9 +119,12 @@ FORMATS: dict[str, WeightFormat] = {  # one per precision of roofkit.dtypes
 
 
 def weight_format(dtype="bf16", group=None) -> WeightFormat:
-    """The format of weights stored in ``dtype``; ``group`` overrides the weights per scale (int8, int4, fp4)."""
+    """The format of weights stored in ``dtype``; ``group`` overrides the weights per scale (int8, int4, fp4) of
+    the main format. ``dtype`` may name families in formats of their own after it: ``"fp4,attention=bf16"``."""
     if isinstance(dtype, WeightFormat):
         fmt = dtype
+    elif isinstance(dtype, str) and "," in dtype:
+        fmt = _mixed(dtype)
     else:
         fmt = FORMATS[dtypes.canonical(dtype)]
     if group is None:
@@ -90,6 +134,21 @@ def weight_format(dtype="bf16", group=None) -> WeightFormat:
     if not fmt.group:
         raise InvalidValue(f"{fmt.name} weights have no per-group scales; a group size applies to int8, int4 and fp4.")
     return replace(fmt, group=group)
+
+
+def _mixed(spec: str) -> WeightFormat:
+    """``"main,family=dtype,..."``: the main format with families of its own (:data:`FAMILIES`)."""
+    main, *rest = [part.strip() for part in spec.split(",")]
+    base = FORMATS[dtypes.canonical(main)]
+    families = {}
+    for part in rest:
+        family, sep, dtype = (x.strip() for x in part.partition("="))
+        if not sep or family not in FAMILIES:
+            raise InvalidValue(f"weights format {spec!r}: {part!r} is not family=precision with a family of "
+                               f"{', '.join(FAMILIES)}.")
+        families[family] = FORMATS[dtypes.canonical(dtype)]
+    name = ",".join([base.name] + [f"{f}={families[f].name}" for f in FAMILIES if f in families])
+    return replace(base, name=name, families=tuple((f, families[f]) for f in FAMILIES if f in families))
 
 
 def other_dtype(weights_dtype="bf16") -> str:
@@ -107,4 +166,9 @@ def weights_bytes(model, weights_dtype="bf16", group=None) -> float:
     fmt = weight_format(weights_dtype, group)
     matrices = m.layer_matrix_params
     rest = m.params - matrices
-    return matrices * fmt.bytes_per_weight + rest * dtypes.bytes_per_element(other_dtype(fmt))
+    total = matrices * fmt.bytes_per_weight + rest * dtypes.bytes_per_element(other_dtype(fmt))
+    if fmt.families:  # the families' matrices in their own formats
+        into, out = m.attention_matrices
+        for family, count in (("attention", into), ("attention.out", out)):
+            total += m.layers * count * (fmt.of(family).bytes_per_weight - fmt.bytes_per_weight)
+    return total
