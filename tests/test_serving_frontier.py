@@ -360,9 +360,9 @@ def test_a_four_bit_model_attends_at_the_fp8_rate():
 
 def test_a_weights_format_names_its_families_and_refuses_others():
     fmt = weights.weight_format("nvfp4, attention=bf16, attention.out=nvfp4")
-    assert fmt.name == "fp4,attention=bf16,attention.out=fp4"
-    assert fmt.bytes_per_weight == weights.FORMATS["fp4"].bytes_per_weight
-    assert (fmt.of("attention").name, fmt.of("attention.out").name, fmt.of("experts").name) == ("bf16", "fp4", "fp4")
+    assert fmt.name == "nvfp4,attention=bf16,attention.out=nvfp4"
+    assert fmt.bytes_per_weight == 0.5 + 1 / 16  # NVFP4: an E4M3 scale per 16 weights
+    assert (fmt.of("attention").name, fmt.of("attention.out").name, fmt.of("experts").name) == ("bf16", "nvfp4", "nvfp4")
     assert weights.weight_format("fp4,attention=bf16").of("attention.out").name == "bf16"  # W^O goes with attention
     for bad, named in (("fp4,attn=bf16", "attention, attention.out"), ("fp4,attention=bf17", "bf16"),
                        ("fp4,attention", "family=precision")):
@@ -400,7 +400,19 @@ def test_the_command_line_takes_a_mixed_weights_format(capsys):
             "--input-tokens", 1000, "--output-tokens", 1000, "--dtype", "nvfp4", "--kv-dtype", "fp8")
     plain = run_json(capsys, *base)
     mixed = run_json(capsys, *base, "--weights-dtype", "nvfp4,attention=bf16")
-    assert mixed["weights_dtype"] == "fp4,attention=bf16"
+    assert mixed["weights_dtype"] == "nvfp4,attention=bf16"
     assert mixed["weights_bytes"] > plain["weights_bytes"] and mixed["tokens_per_s"] < plain["tokens_per_s"]
     code, out, err = run(capsys, *base, "--weights-dtype", "nvfp4,attn=bf16")
     assert code == 2 and err.count("roofkit: error:") == 1 and "attention.out" in err and "Traceback" not in err
+
+
+def test_nvfp4_and_mxfp4_weights_carry_their_own_scales():
+    # NVFP4: an E4M3 scale per 16 elements; MXFP4 (OCP MX v1.0): an E8M0 scale per 32
+    assert weights.weight_format("nvfp4").bytes_per_weight == 0.5 + 1 / 16
+    assert weights.weight_format("mxfp4").bytes_per_weight == weights.weight_format("fp4").bytes_per_weight == 0.5 + 1 / 32
+    m = models.get("llama-3-70b")
+    extra = weights.weights_bytes(m, "nvfp4") - weights.weights_bytes(m, "mxfp4")
+    assert extra == pytest.approx(m.layer_matrix_params * (1 / 16 - 1 / 32))
+    plan = memory.plan(m, "b200", weights_dtype="nvfp4", kv_dtype="fp8")
+    assert plan.weights_dtype == "nvfp4" and latency.decode_step(m, "b200", 8, 2048, dtype="nvfp4").time_s > \
+        latency.decode_step(m, "b200", 8, 2048, dtype="nvfp4", weights_dtype="mxfp4").time_s

@@ -274,7 +274,7 @@ def step(model, hw, batch=0, context=None, prompts=0.0, prompt=None, gpus=1, dty
     kv = dtypes.canonical(key if kv_dtype is None else kv_dtype)
     r = engine.roofs(acc, key, calibrated, calibration, kv_dtype=kv)
     act = engine.activation_dtype(key, calibrated)
-    fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
+    fmt = weights.weight_format(dtype if weights_dtype is None else weights_dtype, group)
     ranks = lay.tp if lay.attention_dp else 1  # data-parallel attention: each GPU its own sequences
     part = shard(m, 1 if lay.attention_dp else lay.tp)
     # pipeline: the batch goes through in micro-batches, one per stage at most (a lone request is one)
@@ -468,7 +468,7 @@ def fewest_gpus(model, hw, tpot_s, batch=1, context=4096, dtype="bf16", weights_
         if m.heads % t:
             continue
         key = dtypes.canonical(dtype)
-        wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+        wd, kd = dtype if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
         if not memory.plan(m, acc, t, context, batch, wd, kd, reserve, tp=t).fits:
             continue
         if tpot(m, acc, batch, context, gpus=t, tp=t, dtype=key, weights_dtype=wd, kv_dtype=kd,
@@ -509,7 +509,7 @@ def decode_cost(model, context=None, gpus=1, hw="h100", dtype="bf16", weights_dt
     m, acc = models.get(model), hardware.get(hw)
     _dense(m)
     key = dtypes.canonical(dtype)
-    fmt = weights.weight_format(key if weights_dtype is None else weights_dtype, group)
+    fmt = weights.weight_format(dtype if weights_dtype is None else weights_dtype, group)
     lay = memory.layout(m, acc, gpus)
     part = shard(m, lay.tp)
     ctx = None if context is None else whole(context, "context")

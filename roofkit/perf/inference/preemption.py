@@ -140,7 +140,7 @@ def offline(model, hw, requests, input_tokens, output_tokens, gpus=1, tp=None, p
     if preemption not in PREEMPTION:
         raise InvalidValue(f"preemption must be one of {', '.join(PREEMPTION)}; got {preemption!r}.")
     key = dtypes.canonical(dtype)
-    wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+    wd, kd = dtype if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     s = steady_state(model, hw, input_tokens, output_tokens, gpus=gpus, batch=batch, dtype=key, weights_dtype=wd,
                      kv_dtype=kd, calibrated=calibrated, calibration=calibration, tp=tp, pp=pp, reserve=reserve,
                      engine=engine)

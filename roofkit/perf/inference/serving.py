@@ -127,7 +127,7 @@ def serve(model, hw, gpus=1, context=None, prompt=None, batch=None, dtype="bf16"
     """
     m = models.get(model)
     key = dtypes.canonical(dtype)
-    wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+    wd, kd = dtype if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     price = None if usd_per_gpu_hour is None else positive(usd_per_gpu_hour, "usd_per_gpu_hour")
     n = whole(gpus, "gpus")
     if (input_tokens is None) != (output_tokens is None):

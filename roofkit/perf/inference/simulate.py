@@ -370,7 +370,7 @@ def _engine(clients: _Clients, I, O, cost: StepCost, max_seqs, budget, total_blo
 
 def _options(model, hw, gpus, tp, pp, dtype, weights_dtype, kv_dtype, calibrated, calibration, engine=None):
     key = dtypes.canonical(dtype)
-    wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+    wd, kd = dtype if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     return dict(gpus=gpus, tp=tp, pp=pp, dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated,
                 calibration=_for_engine(engine, calibrated, calibration))
 

@@ -17,7 +17,10 @@ The formats (:data:`FORMATS`), each with the convention it follows:
                        AWQ (Lin et al. 2023, arXiv:2306.00978) use by default;
                        int4: 0.5 + 2/128 = 0.515625 bytes per weight
     fp4                MXFP4: one 1-byte (E8M0) scale per block of 32 (OCP Microscaling
-                       Formats MX v1.0): 0.53125 bytes per weight
+                       Formats MX v1.0): 0.53125 bytes per weight; asked for as "mxfp4" too
+    nvfp4              NVIDIA's FP4: one 1-byte (E4M3) scale per block of 16, and one FP32
+                       scale per tensor, not counted (NVIDIA's "Introducing NVFP4" and
+                       TensorRT Model Optimizer's checkpoints): 0.5625 bytes per weight
 
 Only the decoder layers' matrices take the format (:attr:`roofkit.models.Model.layer_matrix_params`);
 the embeddings, the output layer and the norms stay in BF16 (or in the
@@ -49,7 +52,7 @@ from ... import dtypes
 from ...catalogs import models
 from ...errors import InvalidValue
 
-__all__ = ["WeightFormat", "FORMATS", "FAMILIES", "weight_format", "weights_bytes", "other_dtype"]
+__all__ = ["WeightFormat", "FORMATS", "VARIANTS", "FAMILIES", "weight_format", "weights_bytes", "other_dtype"]
 
 # families of a layer's matrices a checkpoint may store in a format of their own, and the layer ops that read them
 FAMILIES = {
@@ -116,6 +119,10 @@ FORMATS: dict[str, WeightFormat] = {  # one per precision of roofkit.dtypes
     "int4": WeightFormat("int4", 0.5, 128, 2, _GPTQ),
     "fp4": WeightFormat("fp4", 0.5, 32, 1, "one E8M0 scale per block of 32 (MXFP4, OCP MX v1.0)"),
 }
+# stored formats that share a precision's math but not its scales: asked for by this name, not the precision's
+VARIANTS: dict[str, WeightFormat] = {
+    "nvfp4": WeightFormat("nvfp4", 0.5, 16, 1, "one E4M3 scale per block of 16 and one FP32 per tensor (NVFP4)"),
+}
 
 
 def weight_format(dtype="bf16", group=None) -> WeightFormat:
@@ -126,7 +133,7 @@ def weight_format(dtype="bf16", group=None) -> WeightFormat:
     elif isinstance(dtype, str) and "," in dtype:
         fmt = _mixed(dtype)
     else:
-        fmt = FORMATS[dtypes.canonical(dtype)]
+        fmt = _one(dtype)
     if group is None:
         return fmt
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
@@ -136,17 +143,23 @@ def weight_format(dtype="bf16", group=None) -> WeightFormat:
     return replace(fmt, group=group)
 
 
+def _one(name) -> WeightFormat:
+    """One stored format by name: a variant (nvfp4) or the format of a precision."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    return VARIANTS[key] if key in VARIANTS else FORMATS[dtypes.canonical(name)]
+
+
 def _mixed(spec: str) -> WeightFormat:
     """``"main,family=dtype,..."``: the main format with families of its own (:data:`FAMILIES`)."""
     main, *rest = [part.strip() for part in spec.split(",")]
-    base = FORMATS[dtypes.canonical(main)]
+    base = _one(main)
     families = {}
     for part in rest:
         family, sep, dtype = (x.strip() for x in part.partition("="))
         if not sep or family not in FAMILIES:
             raise InvalidValue(f"weights format {spec!r}: {part!r} is not family=precision with a family of "
                                f"{', '.join(FAMILIES)}.")
-        families[family] = FORMATS[dtypes.canonical(dtype)]
+        families[family] = _one(dtype)
     name = ",".join([base.name] + [f"{f}={families[f].name}" for f in FAMILIES if f in families])
     return replace(base, name=name, families=tuple((f, families[f]) for f in FAMILIES if f in families))
 

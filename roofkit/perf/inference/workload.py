@@ -170,7 +170,7 @@ def steady_state(model, hw, input_tokens, output_tokens, gpus=1, batch=None, dty
     w = Workload(whole(input_tokens, "input tokens"), whole(output_tokens, "output tokens"), prefix)
     budget = whole(token_budget, "token budget")
     key = dtypes.canonical(dtype)
-    wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+    wd, kd = dtype if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     calibration = _for_engine(engine, calibrated, calibration)
     plan = memory.plan(m, hw, gpus, w.footprint, 1 if batch is None else batch, wd, kd, reserve, group, tp, pp,
                        w.cached, engine=engine, ep=ep, attention_dp=attention_dp)
@@ -284,7 +284,7 @@ def disaggregated(model, hw, input_tokens, output_tokens, prefill_gpus=1, decode
     if w.output_tokens < 2:
         raise InvalidValue("disaggregation needs requests that decode: output tokens of at least 2.")
     key = dtypes.canonical(dtype)
-    wd, kd = key if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
+    wd, kd = dtype if weights_dtype is None else weights_dtype, key if kv_dtype is None else kv_dtype
     options = dict(dtype=key, weights_dtype=wd, kv_dtype=kd, calibrated=calibrated,
                    calibration=_for_engine(engine, calibrated, calibration))
     np_, nd = whole(prefill_gpus, "prefill gpus"), whole(decode_gpus, "decode gpus")
