@@ -240,9 +240,11 @@ def attention_precision(hw, dtype="bf16", kv_dtype=None) -> str:
 
     Attention's two products multiply activations by the cache, never by weights: an 8-bit (or 4-bit)
     format of the weights does not reach them. They run in FP8 where the cache is FP8 and the math is
-    8 bits or fewer (TensorRT-LLM's FP8 context FMHA and FP8 generation kernels, on chips with FP8
-    tensor cores); else in 16 bits. No engine computes attention in 4 bits, so an NVFP4 model with an
-    FP8 cache attends in FP8, and with a 16-bit cache in BF16 (``dtype`` when it is 16 bits or more).
+    8 bits or fewer, on chips with FP8 tensor cores (TensorRT-LLM's DeepSeek-V3 example, "FP8 KV Cache
+    and MLA": "MLA kernel of the generation phase is accelerated by FP8 arithmetic", FlashMLA's FP8
+    kernel on Hopper, trtllm-gen's on Blackwell; its FP8 context FMHA for prompts); else in 16 bits. No
+    engine computes attention in 4 bits, so an NVFP4 model with an FP8 cache attends in FP8, and with a
+    16-bit cache in BF16 (``dtype`` when it is 16 bits or more).
     """
     acc = hardware.get(hw)
     key = dtypes.canonical(dtype)
