@@ -301,8 +301,8 @@ def register(sub, common) -> None:
     p.add_argument("--dtype", default="bf16", help="math (and activations) (default bf16)")
     p.add_argument("--weights-dtype", dest="weights_dtype",
                    help="stored weights: bf16, fp8, int8, int4 (with its scales), ... (default: --dtype); families "
-                        "in formats of their own after it, e.g. fp4,attention=bf16 (NVIDIA's DeepSeek-R1 NVFP4 "
-                        "recipe) or fp4,attention=bf16,attention.out=fp4")
+                        "in formats of their own after it, e.g. nvfp4,attention=bf16 (NVIDIA's DeepSeek-R1 NVFP4 "
+                        "recipe) or nvfp4,attention=bf16,attention.out=nvfp4")
     p.add_argument("--kv-dtype", dest="kv_dtype", help="the KV cache's precision (default: --dtype)")
     p.add_argument("--usd-per-gpu-hour", dest="usd_per_gpu_hour", type=number("usd-per-gpu-hour"),
                    help="price of one GPU-hour: adds dollars per million output tokens")

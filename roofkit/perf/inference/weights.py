@@ -27,10 +27,10 @@ the embeddings, the output layer and the norms stay in BF16 (or in the
 weights' own format when it is wider), as GPTQ, AWQ and FP8 checkpoints keep them.
 
 A checkpoint may keep some families of matrices in another format (:data:`FAMILIES`), written after
-the main one: ``"fp4,attention=bf16"`` is NVIDIA's DeepSeek-R1 NVFP4 recipe, its experts and dense
+the main one: ``"nvfp4,attention=bf16"`` is NVIDIA's DeepSeek-R1 NVFP4 recipe, its experts and dense
 FFNs in FP4 and its "64x Attention Modules" in BF16 (TensorRT-LLM, docs/source/blogs/tech_blog/
 blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.md, "Precision
-Strategy"); ``"fp4,attention=bf16,attention.out=fp4"`` its v2 checkpoint, which also quantizes W^O. A
+Strategy"); ``"nvfp4,attention=bf16,attention.out=nvfp4"`` its v2 checkpoint, which also quantizes W^O. A
 family's GEMMs read its format and run at its precision, or the math's when that is wider
 (:func:`roofkit.inference.latency.step`).
 
@@ -40,8 +40,8 @@ family's GEMMs read its format and run at its precision, or the math's when that
     141.1
     >>> round(weights_bytes("llama-3-70b", "int4") / 1e9, 1)       # INT4 layers, BF16 embeddings
     39.5
-    >>> round(weights_bytes("deepseek-v3", "fp4,attention=bf16") / 1e9, 1)   # 11.4B attention weights in BF16
-    376.1
+    >>> round(weights_bytes("deepseek-v3", "nvfp4,attention=bf16") / 1e9, 1)   # 11.4B attention weights in BF16
+    396.7
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from ... import dtypes
 from ...catalogs import models
 from ...errors import InvalidValue
 
-__all__ = ["WeightFormat", "FORMATS", "VARIANTS", "FAMILIES", "weight_format", "weights_bytes", "other_dtype"]
+__all__ = ["WeightFormat", "FORMATS", "VARIANTS", "FAMILIES", "FAMILY_OPS", "weight_format", "weights_bytes",
+           "other_dtype"]
 
 # families of a layer's matrices a checkpoint may store in a format of their own, and the layer ops that read them
 FAMILIES = {
@@ -127,7 +128,7 @@ VARIANTS: dict[str, WeightFormat] = {
 
 def weight_format(dtype="bf16", group=None) -> WeightFormat:
     """The format of weights stored in ``dtype``; ``group`` overrides the weights per scale (int8, int4, fp4) of
-    the main format. ``dtype`` may name families in formats of their own after it: ``"fp4,attention=bf16"``."""
+    the main format. ``dtype`` may name families in formats of their own after it: ``"nvfp4,attention=bf16"``."""
     if isinstance(dtype, WeightFormat):
         fmt = dtype
     elif isinstance(dtype, str) and "," in dtype:
