@@ -154,7 +154,6 @@ class Roofs:
     host_s_per_request: float = 0.0  # calibrated: the engine's host work per request in flight per step
     adp_balance: float = 1.0  # calibrated: avg / max tokens per rank of data-parallel attention (ADP_BALANCE)
     attention_flops: float | None = None  # the fused attention kernel's rate (attention_precision); None: peak_flops
-    attention_precision: str | None = None  # the precision that rate is for
 
     def time(self, flops: float, nbytes: float) -> float:
         """One kernel's time (see the module's docstring)."""
@@ -270,15 +269,14 @@ def roofs(hw, dtype="bf16", calibrated=False, calibration: EngineCalibration | N
     if not calibrated:
         if calibration is not None:
             raise InvalidValue("an engine calibration is used only with calibrated=True.")
-        return Roofs(acc.peak(key), acc.memory_bandwidth(), attention_flops=acc.peak(attends),
-                     attention_precision=attends)
+        return Roofs(acc.peak(key), acc.memory_bandwidth(), attention_flops=acc.peak(attends))
     cal = calibration or default()
     attention = (acc.attention_peak(attends) if acc.has_achievable(f"attention.{attends}")
                  else acc.peak(attends, achievable=True))
     return Roofs(acc.peak(key, achievable=True), layertime.achievable_bandwidth(acc)[0], cal.floor_s, cal.step_s,
                  overlap=False, calibrated=True, engine=cal.engine,
                  host_s_per_request=HOST_S_PER_REQUEST.get(cal.engine, 0.0),
-                 adp_balance=ADP_BALANCE[cal.adp_schedule], attention_flops=attention, attention_precision=attends)
+                 adp_balance=ADP_BALANCE[cal.adp_schedule], attention_flops=attention)
 
 
 _DEFAULT: list[EngineCalibration] = []

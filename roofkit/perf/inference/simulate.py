@@ -543,9 +543,10 @@ def simulate(model, hw, input_tokens, output_tokens, request_rate=math.inf, requ
         notes.append(f"a request of {w.length:,} tokens is beyond the {m.context:,} {m.name} was released for")
     r = plan.replicas
     n = math.ceil(n_all / r)
-    limit = None if max_concurrency is None else math.ceil(whole(max_concurrency, "max_concurrency") / r)
-    if limit is not None and r > 1 and max_concurrency % r:
-        notes.append(f"{max_concurrency} concurrent requests over {r} replicas: {limit} each")
+    users = None if max_concurrency is None else whole(max_concurrency, "max_concurrency")
+    limit = None if users is None else math.ceil(users / r)
+    if limit is not None and r > 1 and users % r:
+        notes.append(f"{users} concurrent requests over {r} replicas: {limit} each")
     rng = np.random.default_rng(seed_)
     due = np.zeros(n) if rate == math.inf else np.cumsum(rng.exponential(r / rate, n))
     cost = StepCost(m, hw, **options)
@@ -557,7 +558,7 @@ def simulate(model, hw, input_tokens, output_tokens, request_rate=math.inf, requ
                       preemptions=out["preempted"], itl_max_s=out["itl_max"], step_s=out["step_t"],
                       step_decoders=out["step_n"], resume_gaps_s=out["gaps"], peak_running=out["peak"],
                       step_model_calls=cost.calls, notes=notes,
-                      max_concurrency=None if max_concurrency is None else whole(max_concurrency, "max_concurrency"))
+                      max_concurrency=users)
 
 
 @dataclass(frozen=True)
